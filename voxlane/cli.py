@@ -1,0 +1,60 @@
+"""The ``voxlane`` command: ``voxlane serve`` (and, later, ``voxlane bench``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from voxlane import __version__
+from voxlane.config import add_serve_arguments, environ, serve_config_from_args
+
+SHUTDOWN_GRACE_S = 1  # SIGTERM/Ctrl-C under load: in-flight requests get this long, then we exit
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from voxlane.server.app import build_app
+
+    try:
+        config = serve_config_from_args(args)
+    except ValueError as exc:
+        print(f"voxlane serve: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server = uvicorn.Server(uvicorn.Config(
+        build_app(config),
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        lifespan="on",
+    ))
+    server.run()
+    return 0 if server.started else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="voxlane", description="OpenAI-compatible speech server.")
+    parser.add_argument("--version", action="version", version=f"voxlane {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser(
+        "serve",
+        help="start the HTTP server and its engine process",
+        description="Start the OpenAI-compatible server. Every flag can also be set with the environment "
+                    "variable shown beside it; a flag wins over the variable.",
+    )
+    add_serve_arguments(serve, environ())
+    serve.set_defaults(func=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""EngineCore: ``step(now)`` = collect finished batches -> schedule -> execute. No I/O, no sleeps.
+
+Batches run on ``engine_workers`` execution threads (CTranslate2 releases the GIL; with inter_threads
+equal to the worker count each thread has its own model replica). ``step`` never waits for them: it
+starts what the scheduler makes due while a worker is free, and returns the results of batches that
+finished since the last call. The process loop (proc.py) wakes on new input, on a finished batch
+(``on_batch_done``) or at the scheduler's next deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Sequence
+
+import numpy as np
+
+from voxlane.config import EngineConfig
+from voxlane.engine.request import RequestState, WindowWork
+from voxlane.engine.scheduler import AsrScheduler
+from voxlane.messages import WindowRequest, WindowResult
+from voxlane.runners.base import Runner
+
+log = logging.getLogger(__name__)
+
+_ABORTED_MEMORY = 4096  # request ids remembered after an abort, so late windows are dropped too
+
+
+class EngineCore:
+    def __init__(self, runner: Runner, config: EngineConfig, on_batch_done: Callable[[], None] = lambda: None) -> None:
+        self.runner = runner
+        self.workers = config.engine_workers
+        self.scheduler = AsrScheduler(config.max_batch_size, config.max_batch_wait_ms / 1000.0)
+        self.requests: dict[str, RequestState] = {}
+        self._aborted: OrderedDict[str, None] = OrderedDict()
+        self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="voxlane-engine")
+        self._running: set[Future[list[WindowResult]]] = set()
+        self._finished: list[Future[list[WindowResult]]] = []
+        self._lock = threading.Lock()
+        self._on_batch_done = on_batch_done
+
+    # --- input ---------------------------------------------------------------------------------
+
+    def add_window(self, msg: WindowRequest, features: np.ndarray, now: float) -> None:
+        if msg.request_id in self._aborted:
+            log.debug("dropping window %d of aborted request %s", msg.index, msg.request_id)
+            return
+        state = self.requests.get(msg.request_id)
+        if state is None:
+            state = self.requests[msg.request_id] = RequestState(msg.request_id, now, msg.count)
+        self.scheduler.add(WindowWork(msg, features, arrival_s=state.arrival_s, enqueued_s=now), now)
+
+    def abort(self, request_id: str) -> None:
+        """Forget a request: queued windows are dropped, results of running ones discarded. Idempotent."""
+        self.scheduler.abort(request_id)
+        self.requests.pop(request_id, None)
+        self._aborted[request_id] = None
+        self._aborted.move_to_end(request_id)
+        while len(self._aborted) > _ABORTED_MEMORY:
+            self._aborted.popitem(last=False)
+
+    # --- the step ------------------------------------------------------------------------------
+
+    def step(self, now: float) -> list[WindowResult]:
+        outputs = self._collect()
+        while len(self._running) < self.workers:
+            batch = self.scheduler.next_batch(now)
+            if not batch:
+                break
+            future = self._executor.submit(self._execute, batch)
+            self._running.add(future)
+            future.add_done_callback(self._batch_done)
+        return outputs
+
+    def next_timeout(self, now: float) -> float | None:
+        """Seconds until ``step`` has something to do without new input; None when only input can help."""
+        if len(self._running) >= self.workers:
+            return None  # a finishing batch wakes the loop
+        deadline = self.scheduler.next_deadline()
+        return None if deadline is None else max(0.0, deadline - now)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._running) or len(self.scheduler) > 0
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- execution (on a worker thread) --------------------------------------------------------
+
+    def _execute(self, batch: Sequence[WindowWork]) -> list[WindowResult]:
+        start = time.perf_counter()
+        try:
+            results = self._run_checked(batch)
+        except Exception:
+            if len(batch) == 1:
+                log.exception("window %d of %s failed", batch[0].msg.index, batch[0].request_id)
+                return [_error_result(batch[0], "the model failed on this audio window")]
+            # Isolate the bad window: one bad item fails alone, never its batch.
+            log.warning("a batch of %d failed; running its windows one by one", len(batch), exc_info=True)
+            results = [r for w in batch for r in self._execute([w])]
+        elapsed = time.perf_counter() - start
+        # Seconds of engine time per window, smoothed: the scheduler's fairness clock.
+        cost = elapsed / len(batch) / self.workers
+        self.scheduler.window_cost_s = 0.8 * self.scheduler.window_cost_s + 0.2 * cost
+        return results
+
+    def _run_checked(self, batch: Sequence[WindowWork]) -> list[WindowResult]:
+        results = self.runner.run(batch)
+        if len(results) != len(batch):
+            raise RuntimeError(f"runner returned {len(results)} results for a batch of {len(batch)}")
+        for work, result in zip(batch, results):
+            if (result.request_id, result.index) != (work.request_id, work.msg.index):
+                raise RuntimeError("runner returned results out of order")
+        return results
+
+    def _batch_done(self, future: Future[list[WindowResult]]) -> None:
+        with self._lock:
+            self._finished.append(future)
+        self._on_batch_done()
+
+    def _collect(self) -> list[WindowResult]:
+        with self._lock:
+            finished, self._finished = self._finished, []
+        outputs: list[WindowResult] = []
+        for future in finished:
+            self._running.discard(future)
+            if future.cancelled():
+                continue
+            for result in future.result():
+                state = self.requests.get(result.request_id)
+                if state is None:
+                    log.debug("dropping result for gone request %s (window %d)", result.request_id, result.index)
+                    continue
+                state.emitted += 1
+                if state.emitted >= state.window_count:
+                    del self.requests[result.request_id]
+                outputs.append(result)
+        return outputs
+
+
+def _error_result(work: WindowWork, message: str) -> WindowResult:
+    return WindowResult(work.request_id, work.msg.index, work.options.language or "en", [], error=message)

@@ -1,0 +1,133 @@
+"""The engine process: entry point, IO threads and the busy loop.
+
+Threads and their one job each:
+- ``voxlane-engine-in``: receives from the API process's socket and puts decoded messages on a
+  ``queue.Queue``; the loop never blocks on the socket.
+- ``voxlane-engine-out``: takes results from a queue and sends them.
+- the main thread: drains the input queue, updates the core, calls ``step`` and hands results out.
+- ``voxlane-engine-N`` (in EngineCore): run batches on the model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from voxlane.config import EngineConfig
+from voxlane.engine.core import EngineCore
+from voxlane.messages import (Abort, EngineFailed, EngineOutput, Ready, Shutdown, WindowRequest, decode_input,
+                              encode_output)
+
+log = logging.getLogger("voxlane.engine")
+
+_WAKE = object()  # put on the input queue when a batch finishes
+_PARENT_CHECK_S = 1.0
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL us if the API process dies, so no orphan keeps the model loaded."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _input_thread(sock: zmq.Socket, inbox: queue.Queue[Any]) -> None:
+    while True:
+        try:
+            frames = sock.recv_multipart(copy=False)
+        except zmq.ContextTerminated:
+            return
+        try:
+            inbox.put(decode_input([f.buffer for f in frames]))
+        except Exception:
+            log.exception("dropping a malformed message from the API process")
+
+
+def _output_thread(sock: zmq.Socket, outbox: queue.Queue[EngineOutput | None]) -> None:
+    while True:
+        msg = outbox.get()
+        if msg is None:
+            return
+        try:
+            sock.send(encode_output(msg))
+        except zmq.ContextTerminated:
+            return
+
+
+def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_level: str = "info") -> None:
+    """Process entry (multiprocessing spawn target)."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the API process decides when we stop
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s [engine] %(message)s")
+    parent = os.getppid()
+    ctx = zmq.Context()
+    in_sock = ctx.socket(zmq.PULL)
+    in_sock.connect(input_addr)
+    out_sock = ctx.socket(zmq.PUSH)
+    out_sock.connect(output_addr)
+    out_sock.setsockopt(zmq.LINGER, 1000)
+    inbox: queue.Queue[Any] = queue.Queue()
+    outbox: queue.Queue[EngineOutput | None] = queue.Queue()
+    threading.Thread(target=_output_thread, args=(out_sock, outbox), name="voxlane-engine-out", daemon=True).start()
+    try:
+        from voxlane.runners.whisper import WhisperRunner
+
+        runner = WhisperRunner.load(config)
+    except Exception as exc:
+        log.exception("could not load the model from %s", config.model_path)
+        outbox.put(EngineFailed(f"could not load the Whisper model from {config.model_path}: {exc}"))
+        outbox.put(None)
+        time.sleep(0.5)
+        return
+    core = EngineCore(runner, config, on_batch_done=lambda: inbox.put(_WAKE))
+    threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
+    outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
+    log.info("engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d)", config.model_path,
+             config.compute_type, config.engine_workers, config.engine_threads, config.max_batch_size)
+    try:
+        _loop(core, inbox, outbox, parent)
+    finally:
+        core.shutdown()
+        outbox.put(None)
+        ctx.destroy(linger=0)
+
+
+def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | None], parent: int) -> None:
+    while True:
+        timeout = core.next_timeout(time.monotonic())
+        try:
+            item = inbox.get(timeout=_PARENT_CHECK_S if timeout is None else min(timeout, _PARENT_CHECK_S))
+        except queue.Empty:
+            item = None
+            if os.getppid() != parent:
+                log.warning("the API process is gone; exiting")
+                return
+        items = [] if item is None else [item]
+        while True:  # drain whatever else arrived: one step sees all of it
+            try:
+                items.append(inbox.get_nowait())
+            except queue.Empty:
+                break
+        now = time.monotonic()
+        for item in items:
+            if item is _WAKE:
+                continue
+            msg, features = item
+            if isinstance(msg, WindowRequest):
+                core.add_window(msg, features, now)
+            elif isinstance(msg, Abort):
+                core.abort(msg.request_id)
+            elif isinstance(msg, Shutdown):
+                return
+        for result in core.step(now):
+            outbox.put(result)

@@ -1,0 +1,66 @@
+"""The exception tree and its one mapping to HTTP and OpenAI's error JSON.
+
+::
+
+    VoxlaneError                      500 server_error
+    ├── InvalidRequest                400 invalid_request_error   (a bad field; says what to send)
+    │   └── UnsupportedAudio          400 invalid_request_error   (the file is not audio we can decode)
+    ├── ModelNotFound                 404 invalid_request_error
+    ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
+    └── EngineUnavailable             503 server_error            (engine dead, overloaded or timed out)
+
+Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class VoxlaneError(Exception):
+    status_code = 500
+    error_type = "server_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+    def to_json(self) -> dict[str, Any]:
+        return error_json(self.message, self.error_type, self.param, self.code)
+
+
+class InvalidRequest(VoxlaneError):
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class UnsupportedAudio(InvalidRequest):
+    def __init__(self, message: str, *, param: str | None = "file", code: str | None = "invalid_audio") -> None:
+        super().__init__(message, param=param, code=code)
+
+
+class ModelNotFound(VoxlaneError):
+    status_code = 404
+    error_type = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = "model", code: str | None = "model_not_found") -> None:
+        super().__init__(message, param=param, code=code)
+
+
+class PayloadTooLarge(VoxlaneError):
+    status_code = 413
+    error_type = "invalid_request_error"
+
+
+class EngineUnavailable(VoxlaneError):
+    status_code = 503
+    error_type = "server_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = "engine_unavailable") -> None:
+        super().__init__(message, param=param, code=code)
+
+
+def error_json(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}

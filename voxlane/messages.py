@@ -1,0 +1,117 @@
+"""IPC messages between the API process and the engine process, and their framing. Nothing else.
+
+A message crosses ZMQ as one multipart message: frame 0 is the msgpack-encoded struct (tagged, so the
+receiver dispatches on type); a ``WindowRequest`` adds frame 1, the raw float32 log-mel buffer, sent
+without a copy and never pickled.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import msgspec
+import numpy as np
+
+
+class TranscribeOptions(msgspec.Struct, frozen=True):
+    task: str = "transcribe"
+    """'transcribe' or 'translate'."""
+    language: str | None = None
+    """ISO code; None lets a multilingual model detect it."""
+    prompt: str | None = None
+    temperature: float = 0.0
+    word_timestamps: bool = False
+
+
+class WindowRequest(msgspec.Struct, tag="window"):
+    """One window (at most 30 s) of one request. ``features`` travels in frame 1, not here."""
+
+    request_id: str
+    index: int
+    count: int
+    """How many windows the request has in all."""
+    offset_s: float
+    """True start of the window in the original audio, in seconds."""
+    duration_s: float
+    n_frames: int
+    """Mel frames that hold audio (the rest is padding up to 30 s)."""
+    n_mels: int
+    options: TranscribeOptions
+
+
+class Abort(msgspec.Struct, tag="abort"):
+    request_id: str
+
+
+class Shutdown(msgspec.Struct, tag="shutdown"):
+    pass
+
+
+class Word(msgspec.Struct):
+    word: str
+    start: float
+    end: float
+    probability: float
+
+
+class Segment(msgspec.Struct):
+    start: float
+    end: float
+    text: str
+    tokens: list[int]
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+    temperature: float
+    words: list[Word] | None = None
+
+
+class WindowResult(msgspec.Struct, tag="result"):
+    request_id: str
+    index: int
+    language: str
+    segments: list[Segment]
+    error: str | None = None
+
+
+class Ready(msgspec.Struct, tag="ready"):
+    model_path: str
+    is_multilingual: bool
+    n_mels: int
+
+
+class EngineFailed(msgspec.Struct, tag="failed"):
+    """The engine could not start (bad model, ...); the reason is for the operator."""
+
+    reason: str
+
+
+EngineInput = Union[WindowRequest, Abort, Shutdown]
+EngineOutput = Union[WindowResult, Ready, EngineFailed]
+
+_encoder = msgspec.msgpack.Encoder()
+_input_decoder = msgspec.msgpack.Decoder(EngineInput)
+_output_decoder = msgspec.msgpack.Decoder(EngineOutput)
+
+
+def encode_input(msg: EngineInput, features: np.ndarray | None = None) -> list[bytes | memoryview]:
+    frames: list[bytes | memoryview] = [_encoder.encode(msg)]
+    if features is not None:
+        frames.append(memoryview(np.ascontiguousarray(features, dtype=np.float32)).cast("B"))
+    return frames
+
+
+def decode_input(frames: Sequence[bytes | memoryview]) -> tuple[EngineInput, np.ndarray | None]:
+    msg = _input_decoder.decode(frames[0])
+    features = None
+    if isinstance(msg, WindowRequest):
+        features = np.frombuffer(frames[1], dtype=np.float32).reshape(msg.n_mels, -1)
+    return msg, features
+
+
+def encode_output(msg: EngineOutput) -> bytes:
+    return _encoder.encode(msg)
+
+
+def decode_output(frame: bytes | memoryview) -> EngineOutput:
+    return _output_decoder.decode(frame)

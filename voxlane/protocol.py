@@ -1,0 +1,85 @@
+"""HTTP wire types, with OpenAI's names and shapes. Nothing here touches the engine."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from faster_whisper.tokenizer import _LANGUAGE_CODES
+from pydantic import BaseModel, Field, field_validator
+
+ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
+RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
+LANGUAGE_CODES = frozenset(_LANGUAGE_CODES)
+
+
+class TranscriptionRequest(BaseModel):
+    """The form fields of /v1/audio/transcriptions and /v1/audio/translations, except ``file``."""
+
+    model: str
+    language: str | None = None
+    prompt: str | None = Field(default=None, max_length=4096)
+    response_format: ResponseFormat = "json"
+    temperature: float = Field(default=0.0, ge=0.0, le=1.0)
+    timestamp_granularities: list[Literal["segment", "word"]] = Field(default_factory=list)
+    stream: bool = False
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        value = value.strip().lower()
+        if value not in LANGUAGE_CODES:
+            raise ValueError(f"'{value}' is not a Whisper language code; send an ISO-639-1 code such as 'en' or 'de'")
+        return value
+
+
+class Word(BaseModel):
+    word: str
+    start: float
+    end: float
+
+
+class Segment(BaseModel):
+    id: int
+    seek: int
+    start: float
+    end: float
+    text: str
+    tokens: list[int]
+    temperature: float
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+
+
+class Usage(BaseModel):
+    type: Literal["duration"] = "duration"
+    seconds: float
+
+
+class Transcription(BaseModel):
+    text: str
+    usage: Usage | None = None
+
+
+class VerboseTranscription(BaseModel):
+    task: Literal["transcribe", "translate"] = "transcribe"
+    language: str
+    duration: float
+    text: str
+    segments: list[Segment] | None = None
+    words: list[Word] | None = None
+    usage: Usage | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "voxlane"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]

@@ -1,0 +1,1 @@
+"""Model runners: turn a batch of windows into exactly one result per window."""

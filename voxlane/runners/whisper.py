@@ -1,0 +1,301 @@
+"""Whisper on CTranslate2: encode a batch of 30 s windows, generate with timestamps, align words.
+
+Each window is decoded on its own (no previous-text conditioning), which is what lets windows of many
+requests share a batch. Like faster-whisper, a window whose greedy output looks degenerate (compression
+ratio above 2.4 or mean log-probability below -1) is decoded again at rising temperatures, and a window
+that is most likely silence (no-speech probability above 0.6 with a low log-probability) yields nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import ctranslate2
+import numpy as np
+import tokenizers
+from faster_whisper.tokenizer import Tokenizer
+from faster_whisper.transcribe import merge_punctuations
+
+from voxlane.config import EngineConfig
+from voxlane.engine.request import WindowWork
+from voxlane.messages import Segment, TranscribeOptions, WindowResult, Word
+
+log = logging.getLogger(__name__)
+
+TIME_PRECISION_S = 0.02  # one timestamp token
+TOKENS_PER_SECOND = 50  # encoder frames per second (mel frames / 2)
+MAX_LENGTH = 448
+FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)
+COMPRESSION_RATIO_THRESHOLD = 2.4
+LOG_PROB_THRESHOLD = -1.0
+NO_SPEECH_THRESHOLD = 0.6
+PREPEND_PUNCTUATIONS = "\"'“¿([{-"
+APPEND_PUNCTUATIONS = "\"'.。,，!！?？:：”)]}、"
+
+
+def compression_ratio(text: str) -> float:
+    data = text.encode("utf-8")
+    return len(data) / max(1, len(zlib.compress(data)))
+
+
+def model_n_mels(model_path: str | Path) -> int:
+    """Mel bins the model expects: preprocessor_config.json's feature_size, else Whisper's 80."""
+    config = Path(model_path) / "preprocessor_config.json"
+    if config.is_file():
+        return int(json.loads(config.read_text()).get("feature_size", 80))
+    return 80
+
+
+class _Decoded:
+    __slots__ = ("tokens", "avg_logprob", "no_speech_prob", "temperature", "compression_ratio", "text")
+
+    def __init__(self, tokens: list[int], avg_logprob: float, no_speech_prob: float, temperature: float,
+                 text: str) -> None:
+        self.tokens = tokens
+        self.avg_logprob = avg_logprob
+        self.no_speech_prob = no_speech_prob
+        self.temperature = temperature
+        self.text = text
+        self.compression_ratio = compression_ratio(text)
+
+    @property
+    def needs_fallback(self) -> bool:
+        if self.no_speech_prob > NO_SPEECH_THRESHOLD and self.avg_logprob < LOG_PROB_THRESHOLD:
+            return False  # silence: retrying only invents words
+        return self.compression_ratio > COMPRESSION_RATIO_THRESHOLD or self.avg_logprob < LOG_PROB_THRESHOLD
+
+    @property
+    def is_silence(self) -> bool:
+        return self.no_speech_prob > NO_SPEECH_THRESHOLD and self.avg_logprob < LOG_PROB_THRESHOLD
+
+
+class WhisperRunner:
+    def __init__(self, model: ctranslate2.models.Whisper, hf_tokenizer: tokenizers.Tokenizer, beam_size: int,
+                 n_mels: int) -> None:
+        self.model = model
+        self.hf_tokenizer = hf_tokenizer
+        self.beam_size = beam_size
+        self.is_multilingual = model.is_multilingual
+        self.n_mels = n_mels
+
+    @classmethod
+    def load(cls, config: EngineConfig) -> WhisperRunner:
+        path = Path(config.model_path)
+        model = ctranslate2.models.Whisper(
+            str(path),
+            device="cpu",
+            compute_type=config.compute_type,
+            inter_threads=config.engine_workers,
+            intra_threads=config.engine_threads,
+        )
+        tokenizer_file = path / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise FileNotFoundError(f"{path} has no tokenizer.json; copy the one of the original Whisper model there")
+        return cls(model, tokenizers.Tokenizer.from_file(str(tokenizer_file)), config.beam_size, model_n_mels(path))
+
+    @lru_cache(maxsize=256)
+    def tokenizer(self, task: str, language: str) -> Tokenizer:
+        return Tokenizer(self.hf_tokenizer, self.is_multilingual, task=task, language=language)
+
+    @lru_cache(maxsize=256)
+    def _prompt_tokens(self, language: str, options: TranscribeOptions) -> tuple[int, ...]:
+        tok = self.tokenizer(options.task, language)
+        prompt: list[int] = []
+        if options.prompt:
+            previous = tok.encode(" " + options.prompt.strip())
+            prompt = [tok.sot_prev, *previous[-(MAX_LENGTH // 2 - 1):]]
+        return (*prompt, *tok.sot_sequence)
+
+    # --- the batch -------------------------------------------------------------------------------
+
+    def run(self, batch: Sequence[WindowWork]) -> list[WindowResult]:
+        features = np.stack([w.features for w in batch])
+        encoded = self.model.encode(ctranslate2.StorageView.from_array(features))
+        languages = self._languages(batch, encoded)
+        decoded = self._generate(batch, encoded, languages)
+        results = []
+        for work, language, result in zip(batch, languages, decoded):
+            results.append(WindowResult(work.request_id, work.msg.index, language, self._segments(work, language, result)))
+        wants_words = [i for i, w in enumerate(batch) if w.options.word_timestamps and results[i].segments]
+        if wants_words:
+            self._add_words([batch[i] for i in wants_words], [results[i] for i in wants_words],
+                            _take(encoded, wants_words, len(batch)), [languages[i] for i in wants_words])
+        return results
+
+    def _languages(self, batch: Sequence[WindowWork], encoded: ctranslate2.StorageView) -> list[str]:
+        languages = [w.options.language or "en" for w in batch]
+        if not self.is_multilingual:
+            return ["en"] * len(batch)
+        unknown = [i for i, w in enumerate(batch) if not w.options.language]
+        if unknown:
+            detected = self.model.detect_language(_take(encoded, unknown, len(batch)))
+            for i, candidates in zip(unknown, detected):
+                languages[i] = candidates[0][0][2:-2]  # '<|de|>' -> 'de'
+        return languages
+
+    def _generate(self, batch: Sequence[WindowWork], encoded: ctranslate2.StorageView,
+                  languages: list[str]) -> list[_Decoded]:
+        prompts = [list(self._prompt_tokens(lang, w.options)) for w, lang in zip(batch, languages)]
+        temperature = batch[0].options.temperature  # the scheduler batches one temperature together
+        best = self._decode_once(encoded, prompts, languages, batch, temperature)
+        if temperature > 0:
+            return best
+        pending = [i for i, d in enumerate(best) if d.needs_fallback]
+        for fallback in FALLBACK_TEMPERATURES:
+            if not pending:
+                break
+            retry = self._decode_once(_take(encoded, pending, len(batch)), [prompts[i] for i in pending],
+                                      [languages[i] for i in pending], [batch[i] for i in pending], fallback)
+            still = []
+            for i, candidate in zip(pending, retry):
+                if candidate.compression_ratio <= COMPRESSION_RATIO_THRESHOLD and (
+                    candidate.avg_logprob > best[i].avg_logprob or best[i].compression_ratio > COMPRESSION_RATIO_THRESHOLD
+                ):
+                    best[i] = candidate
+                if best[i].needs_fallback:
+                    still.append(i)
+            pending = still
+        return best
+
+    def _decode_once(self, encoded: ctranslate2.StorageView, prompts: list[list[int]], languages: list[str],
+                     batch: Sequence[WindowWork], temperature: float) -> list[_Decoded]:
+        sampling = {"sampling_temperature": temperature, "sampling_topk": 0} if temperature > 0 else {}
+        outputs = self.model.generate(
+            encoded,
+            prompts,
+            beam_size=self.beam_size if temperature == 0 else 1,
+            max_length=MAX_LENGTH,
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+            suppress_tokens=[-1],
+            max_initial_timestamp_index=50,
+            **sampling,
+        )
+        decoded = []
+        for out, lang, work in zip(outputs, languages, batch):
+            tokens = out.sequences_ids[0]
+            seq_len = len(tokens)
+            avg_logprob = out.scores[0] * seq_len / (seq_len + 1)  # length_penalty = 1
+            tok = self.tokenizer(work.options.task, lang)
+            text = tok.decode([t for t in tokens if t < tok.eot])
+            decoded.append(_Decoded(tokens, avg_logprob, out.no_speech_prob, temperature, text))
+        return decoded
+
+    def _segments(self, work: WindowWork, language: str, decoded: _Decoded) -> list[Segment]:
+        if decoded.is_silence:
+            return []
+        tok = self.tokenizer(work.options.task, language)
+        offset, duration = work.msg.offset_s, work.msg.duration_s
+        ts_begin = tok.timestamp_begin
+        tokens = decoded.tokens
+        # Cut at each pair of consecutive timestamp tokens (end of one segment, start of the next).
+        pieces: list[tuple[float, float, list[int]]] = []
+        start_i = 0
+        last_time = 0.0
+        for i in range(1, len(tokens)):
+            if tokens[i] >= ts_begin and tokens[i - 1] >= ts_begin:
+                piece = tokens[start_i:i]
+                pieces.append(_piece(piece, ts_begin, last_time))
+                last_time = pieces[-1][1]
+                start_i = i
+        tail = tokens[start_i:]
+        if any(t < ts_begin for t in tail) or not pieces:
+            # Text after the last closed segment (or no timestamps at all): it runs to its last timestamp,
+            # or to the window's end. Kept rather than re-decoded, since the window was cut in silence.
+            start, end, body = _piece(tail, ts_begin, last_time)
+            stamps = [t for t in tail if t >= ts_begin]
+            if len(stamps) < 2:
+                end = duration
+            pieces.append((start, end, body))
+        segments = []
+        for start, end, body in pieces:
+            text_tokens = [t for t in body if t < tok.eot]
+            if not text_tokens:
+                continue
+            start = min(max(start, 0.0), duration)
+            end = min(max(end, start), duration)
+            segments.append(Segment(
+                start=round(offset + start, 3),
+                end=round(offset + end, 3),
+                text=tok.decode(text_tokens),
+                tokens=text_tokens,
+                avg_logprob=decoded.avg_logprob,
+                compression_ratio=decoded.compression_ratio,
+                no_speech_prob=decoded.no_speech_prob,
+                temperature=decoded.temperature,
+            ))
+        return segments
+
+    def _add_words(self, batch: Sequence[WindowWork], results: Sequence[WindowResult],
+                   encoded: ctranslate2.StorageView, languages: list[str]) -> None:
+        text_tokens = [[t for seg in r.segments for t in seg.tokens] for r in results]
+        sot_sequences = [self.tokenizer(w.options.task, lang).sot_sequence for w, lang in zip(batch, languages)]
+        if all(seq == sot_sequences[0] for seq in sot_sequences):
+            alignments = self.model.align(encoded, sot_sequences[0], text_tokens,
+                                          [w.msg.n_frames for w in batch], median_filter_width=7)
+        else:  # a multilingual batch of several languages: align() takes one start sequence per call
+            alignments = [
+                self.model.align(_take(encoded, [i], len(batch)), sot_sequences[i], [text_tokens[i]],
+                                 [w.msg.n_frames], median_filter_width=7)[0]
+                for i, w in enumerate(batch)
+            ]
+        for work, result, tokens, alignment, lang in zip(batch, results, text_tokens, alignments, languages):
+            words = self._word_timings(self.tokenizer(work.options.task, lang), tokens, alignment,
+                                       work.msg.offset_s, work.msg.duration_s)
+            # Hand the words out to segments in order, by how many tokens each segment holds.
+            cursor = 0
+            for seg in result.segments:
+                seg_words, used = [], 0
+                while cursor < len(words) and used < len(seg.tokens):
+                    word, n_tokens = words[cursor]
+                    if word.word:
+                        seg_words.append(word)
+                    used += n_tokens
+                    cursor += 1
+                seg.words = seg_words
+
+    @staticmethod
+    def _word_timings(tok: Tokenizer, tokens: list[int], alignment: ctranslate2.models.WhisperAlignmentResult,
+                      offset_s: float, duration_s: float) -> list[tuple[Word, int]]:
+        words, word_tokens = tok.split_to_word_tokens(tokens + [tok.eot])
+        if len(word_tokens) <= 1 or not alignment.alignments:
+            return []
+        text_idx = np.array([p[0] for p in alignment.alignments])
+        time_idx = np.array([p[1] for p in alignment.alignments])
+        jumps = np.pad(np.diff(text_idx), (1, 0), constant_values=1).astype(bool)
+        jump_times = time_idx[jumps] / TOKENS_PER_SECOND
+        bounds = np.pad(np.cumsum([len(t) for t in word_tokens[:-1]]), (1, 0))
+        probs = alignment.text_token_probs
+        timed = []
+        for k, (start_i, end_i) in enumerate(zip(bounds[:-1], bounds[1:])):
+            start = float(jump_times[min(start_i, len(jump_times) - 1)])
+            end = float(jump_times[min(end_i, len(jump_times) - 1)])
+            timed.append({"word": words[k], "tokens": word_tokens[k], "start": start, "end": end,
+                          "probability": float(np.mean(probs[start_i:end_i])) if end_i > start_i else 0.0})
+        merge_punctuations(timed, PREPEND_PUNCTUATIONS, APPEND_PUNCTUATIONS)
+        out = []
+        for t in timed:
+            start = round(offset_s + min(t["start"], duration_s), 3)
+            end = round(offset_s + min(max(t["end"], t["start"]), duration_s), 3)
+            out.append((Word(t["word"], start, end, round(t["probability"], 4)), len(t["tokens"])))
+        return out
+
+
+def _take(encoded: ctranslate2.StorageView, rows: list[int], batch_size: int) -> ctranslate2.StorageView:
+    """The encoder output of some rows of the batch (the whole output when all rows are wanted)."""
+    if len(rows) == batch_size:
+        return encoded
+    return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.asarray(encoded)[rows]))
+
+
+def _piece(tokens: list[int], ts_begin: int, default_start: float) -> tuple[float, float, list[int]]:
+    stamps = [t for t in tokens if t >= ts_begin]
+    start = (stamps[0] - ts_begin) * TIME_PRECISION_S if stamps else default_start
+    end = (stamps[-1] - ts_begin) * TIME_PRECISION_S if len(stamps) >= 2 else start
+    return start, end, tokens

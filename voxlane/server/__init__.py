@@ -1,0 +1,1 @@
+"""The API process: HTTP, the audio front end and the engine client."""

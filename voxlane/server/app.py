@@ -1,0 +1,97 @@
+"""build_app: the FastAPI app, its lifespan (executors + engine) and the one error handler."""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from voxlane import __version__
+from voxlane.config import ServerConfig
+from voxlane.engine.client import EngineClient
+from voxlane.errors import VoxlaneError, error_json
+from voxlane.server.executors import Executors
+from voxlane.server.metrics import Metrics
+from voxlane.server.routes import system, transcriptions
+from voxlane.server.state import AppState
+
+log = logging.getLogger(__name__)
+
+
+def build_app(config: ServerConfig) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        executors = Executors(config)
+        engine = EngineClient(config)
+        try:
+            await engine.start()
+            app.state.voxlane = AppState(config, executors, engine, Metrics(), int(time.time()))
+            log.info("voxlane serving %s on http://%s:%d", config.model_name, config.host, config.port)
+            yield
+        finally:
+            executors.shutdown()
+            await engine.close()
+
+    app = FastAPI(title="voxlane", version=__version__, lifespan=lifespan)
+    app.include_router(system.router)
+    app.include_router(transcriptions.router)
+    _install_error_handlers(app)
+
+    app.add_middleware(_CountRequests)
+    return app
+
+
+class _CountRequests:
+    """Pure ASGI middleware (no body buffering, no extra task): counts responses by route and status."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state = getattr(scope["app"].state, "voxlane", None)
+                if state is not None:
+                    state.metrics.requests[(scope["path"], message["status"])] += 1
+            await send(message)
+
+        await self.app(scope, receive, send_counted)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(VoxlaneError)
+    async def voxlane_error(request: Request, exc: VoxlaneError) -> JSONResponse:
+        if exc.status_code >= 500:
+            log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
+        return JSONResponse(exc.to_json(), status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        param = ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "path")) or None
+        message = f"invalid '{param}': {err['msg']}" if param else str(err["msg"])
+        return JSONResponse(error_json(message, "invalid_request_error", param), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}; see /docs for the API"
+        error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return JSONResponse(error_json(message, error_type), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_json("internal server error", "server_error"), status_code=500)

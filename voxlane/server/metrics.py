@@ -1,0 +1,38 @@
+"""Counters for /metrics (Prometheus text format). Updated on the event loop only: no locks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Metrics:
+    requests: Counter[tuple[str, int]] = field(default_factory=Counter)
+    """(route, status) -> count"""
+    audio_seconds: float = 0.0
+    """Seconds of audio transcribed successfully."""
+    windows: int = 0
+    stream_errors: int = 0
+    """Streams that ended with an error after their first byte."""
+
+    def render(self, queued_windows: int, engine_up: bool) -> str:
+        lines = [
+            "# HELP voxlane_requests_total HTTP requests by route and status.",
+            "# TYPE voxlane_requests_total counter",
+        ]
+        for (route, status), count in sorted(self.requests.items()):
+            lines.append(f'voxlane_requests_total{{route="{route}",status="{status}"}} {count}')
+        lines += [
+            "# TYPE voxlane_audio_seconds_total counter",
+            f"voxlane_audio_seconds_total {self.audio_seconds:.3f}",
+            "# TYPE voxlane_windows_total counter",
+            f"voxlane_windows_total {self.windows}",
+            "# TYPE voxlane_stream_errors_total counter",
+            f"voxlane_stream_errors_total {self.stream_errors}",
+            "# TYPE voxlane_engine_queued_windows gauge",
+            f"voxlane_engine_queued_windows {queued_windows}",
+            "# TYPE voxlane_engine_up gauge",
+            f"voxlane_engine_up {int(engine_up)}",
+        ]
+        return "\n".join(lines) + "\n"

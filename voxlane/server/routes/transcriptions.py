@@ -1,0 +1,260 @@
+"""POST /v1/audio/transcriptions and /v1/audio/translations.
+
+Path of a request: parse and validate the form (event loop, cheap) -> decode + split on the audio pool
+-> per window: log-mel on the audio pool, then send to the engine -> results in window order -> render.
+Feature computation of later windows overlaps the engine's work on earlier ones. A client that goes
+away aborts the request's windows in the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import uuid
+from typing import Any, AsyncIterator
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException
+
+from voxlane.audio.decode import TARGET_RATE
+from voxlane.audio.pipeline import decode_and_split, window_features
+from voxlane.engine.client import EngineRequest
+from voxlane.errors import InvalidRequest, PayloadTooLarge, VoxlaneError
+from voxlane.messages import Segment, TranscribeOptions, WindowResult
+from voxlane.protocol import (RESPONSE_FORMATS, Transcription, TranscriptionRequest, Usage, VerboseTranscription)
+from voxlane.protocol import Segment as WireSegment
+from voxlane.protocol import Word as WireWord
+from voxlane.server.formats import join_text, to_srt, to_vtt
+from voxlane.server.state import AppState, get_state
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+_MiB = 1024 * 1024
+
+
+@router.post("/v1/audio/transcriptions")
+async def create_transcription(request: Request) -> Response:
+    return await _handle(request, "transcribe")
+
+
+@router.post("/v1/audio/translations")
+async def create_translation(request: Request) -> Response:
+    return await _handle(request, "translate")
+
+
+async def _handle(request: Request, task: str) -> Response:
+    state = get_state(request)
+    upload, params = await _read_form(request, state)
+    model = state.resolve_model(params.model)
+    if task == "translate" and not state.engine.is_multilingual:
+        raise InvalidRequest(
+            f"the model '{model}' is English-only and cannot translate; start the server with a multilingual "
+            "Whisper model (--model /path/to/ctranslate2-whisper-model) or use /v1/audio/transcriptions",
+            param="model", code="translation_unsupported",
+        )
+    if params.language not in (None, "en") and not state.engine.is_multilingual:
+        raise InvalidRequest(
+            f"the model '{model}' is English-only; send language='en' or leave language out",
+            param="language",
+        )
+    if params.stream and params.response_format not in ("json", "text"):
+        raise InvalidRequest("stream=true sends text deltas; use response_format 'json' or 'text' with it",
+                             param="stream")
+    if params.timestamp_granularities and params.response_format != "verbose_json":
+        raise InvalidRequest("timestamp_granularities needs response_format='verbose_json'",
+                             param="timestamp_granularities")
+    data = await upload.read()
+    _check_upload_size(len(data), state)
+    samples, windows = await state.executors.run("audio", decode_and_split, data, state.config.max_audio_duration_s)
+    del data
+    options = TranscribeOptions(
+        task=task,
+        language=params.language,
+        prompt=params.prompt,
+        temperature=params.temperature,
+        word_timestamps="word" in params.timestamp_granularities,
+    )
+    job = _Job(state, samples, windows, options)
+    if params.stream:
+        state.engine.check_alive()
+        return StreamingResponse(_sse(job, state), media_type="text/event-stream")
+    segments, language = await _cancel_on_disconnect(request, job.collect())
+    duration_s = len(samples) / TARGET_RATE
+    state.metrics.audio_seconds += duration_s
+    return _render(params, task, segments, language, duration_s)
+
+
+async def _read_form(request: Request, state: AppState) -> tuple[UploadFile, TranscriptionRequest]:
+    limit = int(state.config.max_upload_mb * _MiB)
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
+        _check_upload_size(int(declared), state)
+    try:
+        form = await request.form(max_files=1, max_fields=64)
+    except (MultiPartException, AssertionError, ValueError) as exc:
+        raise InvalidRequest(f"could not parse the form ({exc}); send multipart/form-data with a 'file' part") from None
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise InvalidRequest("missing 'file': send the audio as a multipart file part named 'file'", param="file")
+    fields: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
+    granularities = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
+    fields["timestamp_granularities"] = [g for g in granularities if isinstance(g, str)]
+    fields.pop("timestamp_granularities[]", None)
+    if "model" not in fields:
+        raise InvalidRequest(f"missing 'model': send model='{state.config.model_name}'", param="model")
+    try:
+        return upload, TranscriptionRequest.model_validate(fields)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _invalid(exc: ValidationError) -> InvalidRequest:
+    err = exc.errors()[0]
+    param = ".".join(str(p) for p in err["loc"]) or None
+    message = err["msg"].removeprefix("Value error, ")
+    if param == "response_format":
+        message = f"response_format must be one of {', '.join(RESPONSE_FORMATS)}"
+    return InvalidRequest(f"invalid '{param}': {message}", param=param)
+
+
+def _check_upload_size(size: int, state: AppState) -> None:
+    limit = state.config.max_upload_mb * _MiB
+    if size > limit:
+        raise PayloadTooLarge(
+            f"the upload is {size / _MiB:.1f} MiB, over the server's limit of {state.config.max_upload_mb:g} MiB "
+            "(--max-upload-mb): send a compressed format such as mp3 or opus, or split the audio",
+            param="file", code="file_too_large",
+        )
+
+
+class _Job:
+    """One request's trip through the audio pool and the engine."""
+
+    def __init__(self, state: AppState, samples: np.ndarray, windows: list[tuple[int, int]],
+                 options: TranscribeOptions) -> None:
+        self.state = state
+        self.samples = samples
+        self.windows = windows
+        self.options = options
+
+    async def results(self) -> AsyncIterator[WindowResult]:
+        engine = self.state.engine
+        request_id = uuid.uuid4().hex
+        async with engine.request(request_id, len(self.windows), self.options) as req:
+            feeder = asyncio.create_task(self._feed(req), name=f"voxlane-feed-{request_id[:8]}")
+            try:
+                async for result in req.results(self.state.config.request_timeout_s):
+                    if result.error:
+                        raise VoxlaneError(f"transcription failed on the window at {result.index * 30} s: "
+                                           f"{result.error}")
+                    self.state.metrics.windows += 1
+                    yield result
+            finally:
+                feeder.cancel()
+                await asyncio.gather(feeder, return_exceptions=True)
+
+    async def _feed(self, req: EngineRequest) -> None:
+        n_mels = self.state.engine.n_mels
+        try:
+            for index, (start, end) in enumerate(self.windows):
+                features, n_frames = await self.state.executors.run(
+                    "audio", window_features, self.samples[start:end], n_mels)
+                await req.send_window(index, start / TARGET_RATE, (end - start) / TARGET_RATE, features, n_frames)
+        except VoxlaneError as exc:
+            req.deliver(exc)  # wakes the reader, which raises it
+        except Exception:
+            log.exception("preparing windows failed")
+            req.deliver(VoxlaneError("the server failed to prepare the audio windows"))
+
+    async def collect(self) -> tuple[list[Segment], str]:
+        segments: list[Segment] = []
+        language = self.options.language or "en"
+        async for result in self.results():
+            segments.extend(result.segments)
+            language = result.language
+        return segments, language
+
+
+async def _cancel_on_disconnect(request: Request, work: Any) -> Any:
+    """Await ``work``; cancel it if the client disconnects first (its windows are then aborted)."""
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                task.cancel()
+                return
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await task
+    finally:
+        watcher.cancel()
+
+
+async def _sse(job: _Job, state: AppState) -> AsyncIterator[str]:
+    texts: list[str] = []
+    try:
+        async for result in job.results():
+            for segment in result.segments:
+                if segment.text:
+                    texts.append(segment.text)
+                    yield _event({"type": "transcript.text.delta", "delta": segment.text, "logprobs": None})
+        state.metrics.audio_seconds += len(job.samples) / TARGET_RATE
+        yield _event({"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None})
+    except VoxlaneError as exc:
+        state.metrics.stream_errors += 1
+        log.warning("transcription stream failed: %s", exc.message)
+        yield _event(exc.to_json())
+
+
+def _event(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+def _render(params: TranscriptionRequest, task: str, segments: list[Segment], language: str,
+            duration_s: float) -> Response:
+    text = join_text(segments)
+    usage = Usage(seconds=math.ceil(duration_s))
+    fmt = params.response_format
+    if fmt == "text":
+        return PlainTextResponse(text + "\n" if text else "")
+    if fmt == "srt":
+        return PlainTextResponse(to_srt(segments))
+    if fmt == "vtt":
+        return PlainTextResponse(to_vtt(segments), media_type="text/vtt")
+    if fmt == "json":
+        return JSONResponse(Transcription(text=text, usage=usage).model_dump())
+    granularities = params.timestamp_granularities or ["segment"]
+    body = VerboseTranscription(
+        task=task, language=_language_name(language), duration=round(duration_s, 3), text=text, usage=usage,
+        segments=[
+            WireSegment(id=i, seek=int(round(s.start * 100)), start=s.start, end=s.end, text=s.text, tokens=s.tokens,
+                        temperature=s.temperature, avg_logprob=s.avg_logprob, compression_ratio=s.compression_ratio,
+                        no_speech_prob=s.no_speech_prob)
+            for i, s in enumerate(segments)
+        ] if "segment" in granularities else None,
+        words=[WireWord(word=w.word.strip(), start=w.start, end=w.end) for s in segments for w in (s.words or [])]
+        if "word" in granularities else None,
+    )
+    return JSONResponse(body.model_dump(exclude_none=True))
+
+
+def _language_name(code: str) -> str:
+    """OpenAI's verbose_json names the language in full ('english')."""
+    return _LANGUAGE_NAMES.get(code, code)
+
+
+_LANGUAGE_NAMES = {
+    "en": "english", "de": "german", "fr": "french", "es": "spanish", "it": "italian", "pt": "portuguese",
+    "nl": "dutch", "ru": "russian", "zh": "chinese", "ja": "japanese", "ko": "korean", "pl": "polish",
+    "tr": "turkish", "uk": "ukrainian", "sv": "swedish", "ar": "arabic", "hi": "hindi", "cs": "czech",
+}
