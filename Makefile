@@ -1,0 +1,36 @@
+# Two commands set up everything on a fresh machine with Python >= 3.11 and pip:
+#   make serve   create .venv, install voxlane with the bundled models, start the server on 127.0.0.1:8000
+#   make test    install the dev dependencies too and run the whole suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: serve test install install-dev bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+serve: install
+	$(BIN)/voxlane serve $(ARGS)
+
+test: install-dev
+	$(BIN)/python -m pytest $(ARGS)
+
+bench: install-dev
+	$(BIN)/python benchmarks/asr_bench.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
