@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -32,9 +33,12 @@ def build_app(config: ServerConfig) -> FastAPI:
         engine = EngineClient(config)
         try:
             await engine.start()
-            app.state.voxlane = AppState(config, executors, engine, Metrics(), int(time.time()))
+            metrics = Metrics()
+            app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()))
+            monitor = asyncio.create_task(metrics.loop.run(), name="voxlane-loop-monitor")
             log.info("voxlane serving %s on http://%s:%d", config.model_name, config.host, config.port)
             yield
+            monitor.cancel()
         finally:
             executors.shutdown()
             await engine.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from voxlane.server.loopmon import LoopStallMonitor
+
 
 @dataclass
 class Metrics:
@@ -15,6 +17,7 @@ class Metrics:
     windows: int = 0
     stream_errors: int = 0
     """Streams that ended with an error after their first byte."""
+    loop: LoopStallMonitor = field(default_factory=LoopStallMonitor)
 
     def render(self, queued_windows: int, engine_up: bool) -> str:
         lines = [
@@ -35,4 +38,5 @@ class Metrics:
             "# TYPE voxlane_engine_up gauge",
             f"voxlane_engine_up {int(engine_up)}",
         ]
+        lines += self.loop.render()
         return "\n".join(lines) + "\n"
