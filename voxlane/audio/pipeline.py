@@ -10,10 +10,12 @@ from voxlane.audio.features import log_mel
 from voxlane.audio.split import split_windows
 
 
-def decode_and_split(data: bytes, max_duration_s: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def decode_and_split(data: bytes, max_duration_s: float,
+                     search_s: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """Upload bytes -> (16 kHz mono samples, [(start, end) sample ranges of <= 30 s windows])."""
     audio = decode_audio(data, max_duration_s)
-    return audio.samples, [(w.start, w.end) for w in split_windows(audio.samples, TARGET_RATE)]
+    windows = split_windows(audio.samples, TARGET_RATE, search_s=search_s)
+    return audio.samples, [(w.start, w.end) for w in windows]
 
 
 def window_features(samples: np.ndarray, n_mels: int) -> tuple[np.ndarray, int]:

@@ -1,9 +1,12 @@
 """Split long audio into windows of at most ``window_s`` seconds, cutting in silence.
 
-Before each boundary, the last ``search_s`` seconds are scanned for the quietest ``quiet_s`` stretch
-(RMS energy, every stride position including the one that ends exactly on the boundary: vLLM's search
-skipped the last candidate) and the window is cut at that stretch's centre. Each window keeps its true
-sample offset, so timestamps stay exact; concatenating the windows gives back the input.
+Before each boundary, the last ``search_s`` seconds (the server's --split-search-s, 8 s by default)
+are scanned for the quietest ``quiet_s`` stretch (RMS energy, every stride position including the one
+that ends exactly on the boundary: vLLM's search skipped the last candidate) and the window is cut at
+that stretch's centre. The search is wider than vLLM's 1 s on purpose: a cut inside a word makes Whisper
+drop the words around it, and on the dev set's long file a 1 s search cost 5 WER points against
+sequential faster-whisper, 8 s none (docs/long-audio.md). Each window keeps its true sample offset, so
+timestamps stay exact; concatenating the windows gives back the input.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def split_windows(
     samples: np.ndarray,
     sample_rate: int,
     window_s: float = 30.0,
-    search_s: float = 1.0,
+    search_s: float = 8.0,
     quiet_s: float = 0.1,
 ) -> list[Window]:
     """Windows covering ``samples`` exactly, each at most ``window_s`` long."""

@@ -72,7 +72,8 @@ async def _handle(request: Request, task: str) -> Response:
                              param="timestamp_granularities")
     data = await upload.read()
     _check_upload_size(len(data), state)
-    samples, windows = await state.executors.run("audio", decode_and_split, data, state.config.max_audio_duration_s)
+    samples, windows = await state.executors.run("audio", decode_and_split, data, state.config.max_audio_duration_s,
+                                                 state.config.split_search_s)
     del data
     options = TranscribeOptions(
         task=task,
