@@ -1,4 +1,4 @@
-"""The ``voxlane`` command: ``voxlane serve`` (and, later, ``voxlane bench``)."""
+"""The ``voxlane`` command: ``voxlane serve`` and ``voxlane bench``."""
 
 from __future__ import annotations
 
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_serve_arguments(serve, environ())
     serve.set_defaults(func=_serve)
+    from voxlane.bench.cli import add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 

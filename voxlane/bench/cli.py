@@ -1,0 +1,154 @@
+"""``voxlane bench serve | sweep | engine``: parsers and entry points (wired in by ``voxlane/cli.py``).
+
+Bad flags and unreadable datasets print one message and exit 2. A server that is down, slow or failing
+is a result, not an error: its failures are counted and reported, and the command exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from voxlane.config import DEFAULT_MODEL_NAME
+
+EXIT_USAGE = 2
+_MISSING_EXTRA = ("voxlane bench needs its extra dependencies ({name} is missing): "
+                  "pip install 'voxlane[bench]'")
+
+
+def add_bench_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from voxlane.bench.options import add_load_arguments
+
+    bench = sub.add_parser(
+        "bench",
+        help="benchmark an OpenAI-compatible speech server (or the raw engine)",
+        description="Measure any server speaking the OpenAI audio API: throughput, latency, streaming continuity, "
+                    "responsiveness under load and accuracy. Figures are defined in docs/benchmarks.md.",
+    )
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    serve = bench_sub.add_parser(
+        "serve", help="one run against a server at one concurrency level",
+        description="Send --num-prompts requests to a running server, at most --max-concurrency at once, and "
+                    "report the figures (print; --save-result writes JSON). Exits 0 even when requests fail: "
+                    "failures are part of the result.",
+    )
+    add_load_arguments(serve, sweep=False)
+    serve.set_defaults(func=_guard(_serve))
+
+    sweep = bench_sub.add_parser(
+        "sweep", help="one run per concurrency level: table, JSON and PNG plots",
+        description="Run 'bench serve' at each --max-concurrency level in turn, print one table row per level, "
+                    "save all results as one JSON file and draw PNG plots next to it.",
+    )
+    add_load_arguments(sweep, sweep=True)
+    sweep.set_defaults(func=_guard(_sweep))
+
+    engine = bench_sub.add_parser(
+        "engine", help="the ceiling: decode + features + the Whisper runner in-process, no server",
+        description="Transcribe the dataset with the raw Whisper runner in this process (no HTTP, no engine "
+                    "process, no scheduler) at each batch size, and report RTFx and WER per batch size and the best.",
+    )
+    engine.add_argument("--dataset", required=True,
+                        help="FILE.jsonl, a DIR of audio files (optional same-name .txt) or hf:NAME[:split]")
+    engine.add_argument("--min-duration-s", type=float, default=0.0, help="skip audio shorter than this (default: 0)")
+    engine.add_argument("--max-duration-s", type=float, default=float("inf"),
+                        help="skip audio longer than this (default: inf)")
+    engine.add_argument("--num-prompts", type=int, help="requests: the dataset shuffled by --seed and cycled "
+                                                        "(default: each item once)")
+    engine.add_argument("--seed", type=int, default=0, help="seed of the request order (default: 0)")
+    engine.add_argument("--model", default=DEFAULT_MODEL_NAME,
+                        help=f"'{DEFAULT_MODEL_NAME}' (bundled) or a CTranslate2 Whisper model directory "
+                             f"(default: {DEFAULT_MODEL_NAME})")
+    engine.add_argument("--compute-type", default="int8", help="CTranslate2 compute type (default: int8)")
+    engine.add_argument("--engine-threads", type=int, default=2, help="CTranslate2 intra_threads (default: 2)")
+    engine.add_argument("--beam-size", type=int, default=1, help="1 = greedy (default: 1)")
+    engine.add_argument("--batch-sizes", default="1,2,4,8", metavar="N,N,...",
+                        help="batch sizes to try, one pass each (default: 1,2,4,8)")
+    engine.add_argument("--save-result", action="store_true", help="write the figures as JSON")
+    engine.add_argument("--result-dir", default=".", help="directory of the JSON (default: .)")
+    engine.add_argument("--result-filename", help="JSON file name (default: engine-YYYYMMDD-HHMMSS.json)")
+    engine.set_defaults(func=_guard(_engine))
+
+
+def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Usage problems (bad values, unreadable datasets, missing extras) -> one line on stderr, exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] in ("jiwer", "matplotlib", "httpx"):
+                print(f"voxlane bench: {_MISSING_EXTRA.format(name=exc.name)}", file=sys.stderr)
+                return EXIT_USAGE
+            raise
+        except ValueError as exc:  # DatasetError is a ValueError
+            print(f"voxlane bench {args.bench_command}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+
+    return run
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from voxlane.bench import report, runner
+    from voxlane.bench.options import options_from_args
+
+    opts = options_from_args(args)
+    items = runner.load_inputs(opts)
+    outcome = runner.run(opts, items)
+    result = report.summarise(opts, outcome)
+    print(report.format_result(result))
+    if opts.save_result or opts.save_detailed or opts.result_filename:
+        path = report.save_json(result, opts.result_dir, opts.result_filename or report.default_filename(result))
+        print(f"saved {path}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from voxlane.bench import report, runner, sweep
+    from voxlane.bench.options import options_from_args
+
+    levels: list[int] = args.max_concurrency
+    opts = options_from_args(args, max_concurrency=levels[0])
+    items = runner.load_inputs(opts)
+    results = sweep.run_sweep(opts, levels, items)
+    name = opts.result_filename or sweep.default_stem(opts.backend) + ".json"
+    path = report.save_json(results, opts.result_dir, name)
+    stem = path.with_suffix("") if path.suffix == ".json" else path
+    plots = sweep.plot(results, stem)
+    print(f"saved {path}")
+    for p in plots:
+        print(f"saved {p}")
+    return 0
+
+
+def _engine(args: argparse.Namespace) -> int:
+    import time
+
+    from voxlane.bench import report
+    from voxlane.bench.datasets import load_audio_dataset
+    from voxlane.bench.engine import EngineBenchOptions, format_engine_result, run_engine_bench
+    from voxlane.bench.options import concurrency_list
+
+    try:
+        batch_sizes = tuple(concurrency_list(args.batch_sizes))
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"--batch-sizes: {exc}") from None
+    if args.num_prompts is not None and args.num_prompts < 1:
+        raise ValueError("--num-prompts must be at least 1")
+    if args.engine_threads < 1 or args.beam_size < 1:
+        raise ValueError("--engine-threads and --beam-size must be at least 1")
+    if args.model != DEFAULT_MODEL_NAME and not (Path(args.model) / "model.bin").is_file():
+        raise ValueError(f"--model {args.model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper "
+                         "model directory (a folder with model.bin)")
+    items = load_audio_dataset(args.dataset, min_duration_s=args.min_duration_s, max_duration_s=args.max_duration_s)
+    opts = EngineBenchOptions(model=args.model, compute_type=args.compute_type, engine_threads=args.engine_threads,
+                              beam_size=args.beam_size, batch_sizes=batch_sizes, num_prompts=args.num_prompts,
+                              seed=args.seed)
+    result = run_engine_bench(opts, items, args.dataset)
+    print(format_engine_result(result))
+    if args.save_result or args.result_filename:
+        name = args.result_filename or f"engine-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        print(f"saved {report.save_json(result, args.result_dir, name)}")
+    return 0

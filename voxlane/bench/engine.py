@@ -1,0 +1,139 @@
+"""``voxlane bench engine``: the ceiling. The same dataset through decode, features and the Whisper runner
+in this process, with no HTTP, no engine process and no scheduler, at several batch sizes.
+
+One pass at batch size B: decode and split every request's audio, compute every window's log-mel features,
+then run all windows through ``WhisperRunner.run`` in batches of B (in request order, so a batch mixes
+requests as the server's does). Everything runs one step after another on one Python thread; the runner
+uses ``--engine-threads`` native threads, as the server's engine does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from voxlane.audio.decode import TARGET_RATE
+from voxlane.audio.pipeline import decode_and_split, window_features
+from voxlane.bench import metrics
+from voxlane.bench.datasets import AudioSample, request_order
+from voxlane.config import DEFAULT_MODEL_NAME, EngineConfig, default_model_path
+from voxlane.engine.request import WindowWork
+from voxlane.messages import TranscribeOptions, WindowRequest
+from voxlane.server.formats import join_text
+
+MAX_DURATION_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class EngineBenchOptions:
+    model: str
+    compute_type: str
+    engine_threads: int
+    beam_size: int
+    batch_sizes: tuple[int, ...]
+    num_prompts: int | None
+    seed: int
+
+
+def engine_config(opts: EngineBenchOptions) -> EngineConfig:
+    path = default_model_path() if opts.model == DEFAULT_MODEL_NAME else opts.model
+    return EngineConfig(model_path=str(path), compute_type=opts.compute_type, engine_workers=1,
+                        engine_threads=opts.engine_threads, beam_size=opts.beam_size,
+                        max_batch_size=max(opts.batch_sizes))
+
+
+def run_engine_bench(opts: EngineBenchOptions, items: Sequence[AudioSample], dataset: str) -> dict[str, Any]:
+    from voxlane.runners.whisper import WhisperRunner
+
+    runner = WhisperRunner.load(engine_config(opts))
+    order = request_order(len(items), opts.num_prompts or len(items), opts.seed)
+    requests = [items[i] for i in order]
+    audio_s = sum(r.duration_s for r in requests)
+    name, normalise = metrics.text_normaliser()
+    _warm_up(runner, requests[0])
+    passes = []
+    for batch_size in opts.batch_sizes:
+        t0 = time.perf_counter()
+        works = _prepare(runner, requests)
+        t_prep = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        results = []
+        for start in range(0, len(works), batch_size):
+            batch = works[start:start + batch_size]
+            out = runner.run(batch)
+            if len(out) != len(batch):
+                raise RuntimeError(f"the runner returned {len(out)} results for a batch of {len(batch)}")
+            results.extend(out)
+        t_run = time.perf_counter() - t1
+        texts = _texts(results, len(requests))
+        refs = [(r.text, t) for r, t in zip(requests, texts) if r.text is not None]
+        wer, counted = metrics.word_error_rate([a for a, _ in refs], [b for _, b in refs], normalise)
+        passes.append({
+            "batch_size": batch_size,
+            "windows": len(works),
+            "prepare_s": t_prep,
+            "runner_s": t_run,
+            "wall_s": t_prep + t_run,
+            "rtfx": metrics.rtfx(audio_s, t_prep + t_run),
+            "runner_rtfx": metrics.rtfx(audio_s, t_run),
+            "wer": wer,
+            "wer_requests": counted,
+        })
+    best = max(passes, key=lambda p: p["rtfx"])
+    return {
+        "benchmark": "engine",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "model": opts.model,
+        "compute_type": opts.compute_type,
+        "engine_threads": opts.engine_threads,
+        "beam_size": opts.beam_size,
+        "dataset": dataset,
+        "num_prompts": len(requests),
+        "input_audio_s": audio_s,
+        "normaliser": name,
+        "passes": passes,
+        "best_batch_size": best["batch_size"],
+        "rtfx": best["rtfx"],
+        "runner_rtfx": best["runner_rtfx"],
+    }
+
+
+def _prepare(runner: Any, requests: Sequence[AudioSample]) -> list[WindowWork]:
+    works = []
+    options = TranscribeOptions()
+    for i, request in enumerate(requests):
+        samples, windows = decode_and_split(request.data, MAX_DURATION_S)
+        for index, (start, end) in enumerate(windows):
+            features, n_frames = window_features(samples[start:end], runner.n_mels)
+            msg = WindowRequest(request_id=str(i), index=index, count=len(windows), offset_s=start / TARGET_RATE,
+                                duration_s=(end - start) / TARGET_RATE, n_frames=n_frames, n_mels=runner.n_mels,
+                                options=options)
+            works.append(WindowWork(msg, features, arrival_s=0.0, enqueued_s=0.0))
+    return works
+
+
+def _texts(results: Sequence[Any], n_requests: int) -> list[str]:
+    by_request: list[list[Any]] = [[] for _ in range(n_requests)]
+    for result in results:
+        by_request[int(result.request_id)].append(result)
+    return [join_text([s for r in sorted(rs, key=lambda r: r.index) for s in r.segments]) for rs in by_request]
+
+
+def _warm_up(runner: Any, request: AudioSample) -> None:
+    works = _prepare(runner, [request])
+    runner.run(works[:1])
+
+
+def format_engine_result(r: dict[str, Any]) -> str:
+    lines = [f"{'=' * 20} voxlane bench engine {'=' * 20}",
+             f"model {r['model']} ({r['compute_type']}, {r['engine_threads']} threads, beam {r['beam_size']}); "
+             f"{r['num_prompts']} requests, {r['input_audio_s']:.1f} s of audio from {r['dataset']}",
+             f"{'batch':>6}{'windows':>9}{'prepare s':>11}{'runner s':>10}{'RTFx':>9}{'runner RTFx':>13}{'WER':>8}"]
+    for p in r["passes"]:
+        wer = "-" if p["wer"] != p["wer"] else f"{100 * p['wer']:.1f}%"
+        lines.append(f"{p['batch_size']:>6}{p['windows']:>9}{p['prepare_s']:>11.2f}{p['runner_s']:>10.2f}"
+                     f"{p['rtfx']:>9.1f}{p['runner_rtfx']:>13.1f}{wer:>8}")
+    lines.append(f"ceiling: RTFx {r['rtfx']:.1f} at batch size {r['best_batch_size']} "
+                 f"(runner alone: {r['runner_rtfx']:.1f})")
+    return "\n".join(lines)
