@@ -18,6 +18,7 @@ from voxlane.errors import PayloadTooLarge, UnsupportedAudio
 TARGET_RATE = 16000
 MIN_SOURCE_RATE = 1000
 MAX_SOURCE_RATE = 768000
+MIN_DURATION_S = 0.1  # OpenAI rejects shorter audio too ("audio_too_short")
 _FORMATS_HINT = "send wav, flac, mp3, ogg (vorbis or opus), webm or m4a/mp4 audio"
 
 
@@ -134,6 +135,11 @@ def decode_audio(data: bytes, max_duration_s: float) -> DecodedAudio:
     samples, rate, channels = decoded if decoded is not None else _decode_pyav(data, max_duration_s)
     if len(samples) == 0:
         raise UnsupportedAudio(f"the file holds no audio samples: {_FORMATS_HINT}")
+    if len(samples) < MIN_DURATION_S * rate:
+        raise UnsupportedAudio(
+            f"the file holds only {len(samples) / rate:.3f} s of audio (truncated or nearly empty); "
+            f"send at least {MIN_DURATION_S:g} s", code="audio_too_short",
+        )
     if not np.isfinite(samples).all():
         samples = np.nan_to_num(samples, nan=0.0, posinf=1.0, neginf=-1.0)
     return DecodedAudio(resamplers.resample(samples, rate, TARGET_RATE), rate, channels)
