@@ -30,6 +30,7 @@ log = logging.getLogger("voxlane.engine")
 
 _WAKE = object()  # put on the input queue when a batch finishes
 _PARENT_CHECK_S = 1.0
+ENGINE_NICENESS = 5
 
 
 def _die_with_parent() -> None:
@@ -67,6 +68,9 @@ def _output_thread(sock: zmq.Socket, outbox: queue.Queue[EngineOutput | None]) -
 def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_level: str = "info") -> None:
     """Process entry (multiprocessing spawn target)."""
     _die_with_parent()
+    # The engine is throughput work, the API process's event loop is latency work: when both want a core,
+    # the loop should win at once (on 2 cores, CTranslate2's threads otherwise delay it by tens of ms).
+    os.nice(ENGINE_NICENESS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the API process decides when we stop
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s [engine] %(message)s")
     parent = os.getppid()
@@ -100,6 +104,9 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         core.shutdown()
         outbox.put(None)
         ctx.destroy(linger=0)
+    # Exit now: a batch still running on a worker thread would otherwise hold the interpreter's exit
+    # (it joins non-daemon threads) for seconds, and nothing it computes is wanted any more.
+    os._exit(0)
 
 
 def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | None], parent: int) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import threading
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable, Literal, TypeVar
@@ -16,6 +18,8 @@ from typing import Any, Callable, Literal, TypeVar
 from voxlane.config import ServerConfig
 
 T = TypeVar("T")
+# Workers yield to the event loop thread when both want a core: the loop's latency is the product.
+WORKER_NICENESS = 5
 PoolName = Literal["audio"]
 
 
@@ -26,9 +30,10 @@ class Executors:
         audio: Executor
         if config.audio_preprocess_pool == "process":
             audio = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_warm_audio_worker)
+                                        initializer=_init_audio_worker)
         else:
-            audio = ThreadPoolExecutor(workers, thread_name_prefix="voxlane-audio")
+            _import_audio_modules()  # here, not on a worker: a first import holds the GIL for its whole run
+            audio = ThreadPoolExecutor(workers, thread_name_prefix="voxlane-audio", initializer=_lower_priority)
         self._pools: dict[str, Executor] = {"audio": audio}
 
     async def run(self, pool: PoolName, fn: Callable[..., T], *args: Any) -> T:
@@ -42,6 +47,23 @@ class Executors:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _warm_audio_worker() -> None:
-    """Import the heavy modules once per worker process, not on its first job."""
+def _lower_priority() -> None:
+    """Raise this worker thread's (or process's) niceness; Linux sets it per thread."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+    except OSError:
+        pass
+
+
+def _import_audio_modules() -> None:
+    import av  # noqa: F401
+    import soundfile  # noqa: F401
+    import soxr  # noqa: F401
+
     import voxlane.audio.pipeline  # noqa: F401
+
+
+def _init_audio_worker() -> None:
+    """Per worker process: lower priority, and the heavy imports before the first job, not during it."""
+    _lower_priority()
+    _import_audio_modules()

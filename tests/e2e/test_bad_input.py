@@ -1,0 +1,104 @@
+"""Bad input gets its 4xx with OpenAI's error JSON and a message that says what to send instead, and the
+next good request still succeeds."""
+
+from __future__ import annotations
+
+import struct
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import Clip
+
+
+def wav_bytes(rate: int, seconds: float = 1.0, declared_data_len: int | None = None) -> bytes:
+    n = int(16000 * seconds)
+    pcm = (np.sin(np.arange(n) / 10) * 8000).astype("<i2").tobytes()
+    data_len = len(pcm) if declared_data_len is None else declared_data_len
+    byte_rate = (rate * 2) & 0xFFFFFFFF
+    header = (b"RIFF" + struct.pack("<I", min(36 + data_len, 0xFFFFFFFF)) + b"WAVEfmt "
+              + struct.pack("<IHHIIHH", 16, 1, 1, rate, byte_rate, 2, 16) + b"data" + struct.pack("<I", data_len))
+    return header + pcm
+
+
+def post(server, files=None, data=None) -> httpx.Response:
+    return httpx.post(server.base_url + "/v1/audio/transcriptions", files=files,
+                      data={"model": "whisper-1", **(data or {})}, timeout=60)
+
+
+def assert_error(response: httpx.Response, status: int, *words: str) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    for word in words:
+        assert word.lower() in error["message"].lower(), error["message"]
+    return error
+
+
+def truncated_mp3(dev_set: list[Clip]) -> bytes:
+    mp3 = next(c for c in dev_set if c.path.suffix == ".mp3").path.read_bytes()
+    return mp3[:300]  # the header and a piece of the first frame
+
+
+CASES = {
+    "empty file": (lambda d: {"file": ("a.wav", b"")}, {}, 400, ["empty"]),
+    "random bytes": (lambda d: {"file": ("a.wav", np.random.default_rng(0).bytes(20000))}, {}, 400,
+                     ["could not read", "send wav"]),
+    "truncated mp3": (lambda d: {"file": ("a.mp3", truncated_mp3(d))}, {}, 400, ["at least 0.1 s"]),
+    "wav header with 0 Hz": (lambda d: {"file": ("a.wav", wav_bytes(0))}, {}, 400, ["send wav"]),
+    "wav header with 10^9 Hz": (lambda d: {"file": ("a.wav", wav_bytes(10**9))}, {}, 400,
+                                ["1000000000 Hz", "re-encode"]),
+    "missing file": (lambda d: None, {}, 400, ["missing 'file'"]),
+    "unknown model": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"model": "whisper-huge"}, 404,
+                      ["does not exist", "whisper-tiny.en"]),
+    "bad response_format": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"response_format": "xml"}, 400,
+                            ["json, text, verbose_json, srt, vtt"]),
+    "bad temperature": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"temperature": "7"}, 400,
+                        ["temperature"]),
+    "unknown language": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"language": "klingon"}, 400,
+                         ["iso-639-1"]),
+    "non-English language on tiny.en": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"language": "de"}, 400,
+                                        ["english-only"]),
+    "stream with srt": (lambda d: {"file": ("a.wav", wav_bytes(16000))},
+                        {"stream": "true", "response_format": "srt"}, 400, ["stream"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_gets_a_clear_4xx(server, dev_set, case: str) -> None:
+    make_files, data, status, words = CASES[case]
+    assert_error(post(server, make_files(dev_set), data), status, *words)
+
+
+def test_oversize_upload_gets_413(server) -> None:
+    big = b"\0" * (26 * 1024 * 1024)
+    error = assert_error(post(server, {"file": ("big.wav", big)}), 413, "--max-upload-mb")
+    assert error["code"] == "file_too_large"
+
+
+def test_streaming_wav_header_with_huge_declared_length_is_read_to_its_real_end(server) -> None:
+    # Streaming WAV writers declare 0xFFFFFFFF bytes on purpose: the real data decides the length.
+    response = httpx.post(server.base_url + "/v1/audio/transcriptions",
+                          files={"file": ("a.wav", wav_bytes(16000, 2.0, declared_data_len=0xFFFFFFF0))},
+                          data={"model": "whisper-1", "response_format": "verbose_json"}, timeout=60)
+    assert response.status_code == 200, response.text
+    assert abs(response.json()["duration"] - 2.0) < 0.01
+
+
+def test_json_body_instead_of_multipart(server) -> None:
+    response = httpx.post(server.base_url + "/v1/audio/transcriptions", json={"model": "whisper-1"}, timeout=10)
+    assert_error(response, 400, "multipart")
+
+
+def test_unknown_route_is_openai_json(server) -> None:
+    assert_error(httpx.get(server.base_url + "/v1/nothing-here", timeout=10), 404, "no route")
+
+
+def test_server_still_serves_after_bad_input(server, client, dev_set) -> None:
+    for case in sorted(CASES):
+        make_files, data, _, _ = CASES[case]
+        post(server, make_files(dev_set), data)
+    assert httpx.get(server.base_url + "/health").status_code == 200
+    clip = next(c for c in dev_set if c.path.name == "cmu_goforward.wav")
+    assert "forward" in client.audio.transcriptions.create(model="whisper-1", file=clip.path.open("rb")).text.lower()
