@@ -1,8 +1,9 @@
 """The API process's named executors and the one door to blocking work: ``Executors.run``.
 
 Nothing heavier than a dictionary lookup runs inside ``async def``: decoding, resampling, splitting and
-log-mel features go through ``run("audio", ...)``. Each pool is owned here, sized from config, and
-shut down here (queued work cancelled).
+log-mel features go through ``run("audio", ...)``; sentence splitting and phonemisation for speech through
+``run("text", ...)`` (one worker: espeak is not thread-safe); encoding synthesised speech through
+``run("encode", ...)``. Each pool is owned here, sized from config, and shut down here (queued work cancelled).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Callable, Literal, TypeVar
 from voxlane.config import ServerConfig
 
 T = TypeVar("T")
-PoolName = Literal["audio"]
+PoolName = Literal["audio", "text", "encode"]
 
 
 class Executors:
@@ -29,7 +30,11 @@ class Executors:
                                         initializer=_warm_audio_worker)
         else:
             audio = ThreadPoolExecutor(workers, thread_name_prefix="voxlane-audio")
-        self._pools: dict[str, Executor] = {"audio": audio}
+        self._pools: dict[str, Executor] = {
+            "audio": audio,
+            "text": ThreadPoolExecutor(config.text_workers, thread_name_prefix="voxlane-text"),
+            "encode": ThreadPoolExecutor(config.encode_workers, thread_name_prefix="voxlane-encode"),
+        }
 
     async def run(self, pool: PoolName, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the named pool. If the awaiting task is cancelled before the job starts,
