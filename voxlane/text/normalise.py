@@ -11,7 +11,7 @@ _REPLACEMENTS = str.maketrans({
 })
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACES = re.compile(r"\s+")
-_REPEATED_PUNCT = re.compile(r"([!?.,;:])\1{2,}")
+_REPEATED_PUNCT = re.compile(r"([!?,;:])\1{2,}")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;:!?])")
 
 
