@@ -1,8 +1,8 @@
 """IPC messages between the API process and the engine process, and their framing. Nothing else.
 
 A message crosses ZMQ as one multipart message: frame 0 is the msgpack-encoded struct (tagged, so the
-receiver dispatches on type); a ``WindowRequest`` adds frame 1, the raw float32 log-mel buffer, sent
-without a copy and never pickled.
+receiver dispatches on type); a ``WindowRequest`` adds frame 1, the raw float32 log-mel buffer, and a
+``SpeechAudio`` adds frame 1, the raw int16 PCM it synthesised; both sent without a copy and never pickled.
 """
 
 from __future__ import annotations
@@ -37,6 +37,27 @@ class WindowRequest(msgspec.Struct, tag="window"):
     """Mel frames that hold audio (the rest is padding up to 30 s)."""
     n_mels: int
     options: TranscribeOptions
+
+
+class SpeechUnit(msgspec.Struct, tag="speech"):
+    """One unit (a sentence, or a clause of a long one) of a speech stream, already phonemised.
+
+    The voice is named by path, resolved once at admission: replacing or deleting a voice gives it a
+    new path, so a unit never runs on a voice it did not ask for.
+    """
+
+    request_id: str
+    index: int
+    last: bool
+    """True for the stream's final unit: the engine forgets the stream after it."""
+    model_path: str
+    config_path: str
+    phoneme_ids: list[int]
+    length_scale: float
+    """Piper's length scale: the voice's own divided by the requested speed."""
+    noise_scale: float
+    noise_w_scale: float
+    speaker_id: int | None = None
 
 
 class Abort(msgspec.Struct, tag="abort"):
@@ -74,6 +95,15 @@ class WindowResult(msgspec.Struct, tag="result"):
     error: str | None = None
 
 
+class SpeechAudio(msgspec.Struct, tag="audio"):
+    """The audio of one ``SpeechUnit``: mono int16 PCM in frame 1 (empty on error)."""
+
+    request_id: str
+    index: int
+    sample_rate: int
+    error: str | None = None
+
+
 class Ready(msgspec.Struct, tag="ready"):
     model_path: str
     is_multilingual: bool
@@ -86,8 +116,8 @@ class EngineFailed(msgspec.Struct, tag="failed"):
     reason: str
 
 
-EngineInput = Union[WindowRequest, Abort, Shutdown]
-EngineOutput = Union[WindowResult, Ready, EngineFailed]
+EngineInput = Union[WindowRequest, SpeechUnit, Abort, Shutdown]
+EngineOutput = Union[WindowResult, SpeechAudio, Ready, EngineFailed]
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(EngineInput)
@@ -109,9 +139,17 @@ def decode_input(frames: Sequence[bytes | memoryview]) -> tuple[EngineInput, np.
     return msg, features
 
 
-def encode_output(msg: EngineOutput) -> bytes:
-    return _encoder.encode(msg)
+def encode_output(msg: EngineOutput, pcm: np.ndarray | None = None) -> list[bytes | memoryview]:
+    frames: list[bytes | memoryview] = [_encoder.encode(msg)]
+    if isinstance(msg, SpeechAudio):
+        audio = np.empty(0, dtype=np.int16) if pcm is None else np.ascontiguousarray(pcm, dtype=np.int16)
+        frames.append(memoryview(audio).cast("B"))
+    return frames
 
 
-def decode_output(frame: bytes | memoryview) -> EngineOutput:
-    return _output_decoder.decode(frame)
+def decode_output(frames: Sequence[bytes | memoryview]) -> tuple[EngineOutput, np.ndarray | None]:
+    msg = _output_decoder.decode(frames[0])
+    pcm = None
+    if isinstance(msg, SpeechAudio):
+        pcm = np.frombuffer(frames[1], dtype=np.int16)
+    return msg, pcm

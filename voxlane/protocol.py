@@ -83,3 +83,30 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class SpeechRequest(BaseModel):
+    """The JSON body of /v1/audio/speech. ``input``'s length limit is the server's (--max-speech-input-chars)."""
+
+    model: str
+    input: str
+    voice: str
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    stream_format: Literal["audio", "sse"] = "audio"
+    sample_rate: int | None = Field(default=None, ge=8000, le=48000)
+    instructions: str | None = None
+    """Accepted for compatibility with OpenAI's gpt-4o-mini-tts; Piper voices ignore it."""
+
+
+class VoiceCard(BaseModel):
+    id: str
+    object: Literal["voice"] = "voice"
+    model: str = "piper"
+    builtin: bool
+    aliases: list[str] = Field(default_factory=list)
+
+
+class VoiceList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[VoiceCard]

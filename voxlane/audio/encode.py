@@ -6,13 +6,14 @@ bytes that are ready to send, so the body streams as it is produced. ``wav`` get
 Everything else goes through one PyAV muxer per stream writing into memory (no ffmpeg subprocess),
 resampling to the rate the codec accepts (opus: 48, 24, 16, 12 or 8 kHz).
 
-Encoders are not thread-safe; each stream calls its own one at a time (from an executor, never on the
-event loop).
+Each stream calls its own encoder from an executor, never on the event loop; a lock serialises a late
+``close`` (client gone) with an encode still running.
 """
 
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -109,6 +110,7 @@ class StreamEncoder:
         self.sample_rate = output_rate(response_format, source_rate, sample_rate)
         self.media_type = MEDIA_TYPES[response_format]
         self._header_sent = False
+        self._lock = threading.Lock()
         self._pts = 0
         self._resampler = av.AudioResampler(
             format=_CONTAINERS[response_format].sample_format if response_format in _CONTAINERS else "s16",
@@ -131,6 +133,10 @@ class StreamEncoder:
 
     def encode(self, pcm: np.ndarray) -> bytes:
         """``pcm``: mono int16 at ``source_rate``."""
+        with self._lock:
+            return self._encode(pcm)
+
+    def _encode(self, pcm: np.ndarray) -> bytes:
         out = b""
         if self.format == "wav" and not self._header_sent:
             out = wav_stream_header(self.sample_rate)
@@ -143,6 +149,10 @@ class StreamEncoder:
         return out + self._mux(frames)
 
     def finish(self) -> bytes:
+        with self._lock:
+            return self._finish()
+
+    def _finish(self) -> bytes:
         out = b""
         if self.format == "wav" and not self._header_sent:
             out = wav_stream_header(self.sample_rate)
@@ -155,10 +165,15 @@ class StreamEncoder:
         for packet in self._stream.encode(None):
             self._container.mux(packet)
         self._container.close()
+        self._container = None
         return data + self._sink.take()
 
     def close(self) -> None:
         """Free the codec without finishing the stream (client gone). Idempotent."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._container is not None:
             try:
                 self._container.close()

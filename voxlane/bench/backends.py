@@ -13,6 +13,7 @@ import base64
 import json
 import struct
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -72,7 +73,17 @@ class RequestSpec:
     keep_audio: bool = False
 
 
-RequestFn = Callable[[httpx.AsyncClient, RequestSpec, Any], Awaitable[RequestOutput]]
+@dataclass(frozen=True)
+class Prepared:
+    """A request body encoded before the timed run, so that the clock measures sending, not encoding."""
+
+    item: Any
+    """The AudioSample or TextSample it was made from."""
+    body: bytes
+    content_type: str
+
+
+RequestFn = Callable[[httpx.AsyncClient, RequestSpec, Prepared], Awaitable[RequestOutput]]
 
 
 def request_fn(backend: str) -> RequestFn:
@@ -81,6 +92,12 @@ def request_fn(backend: str) -> RequestFn:
     if backend == "openai-audio-speech":
         return synthesise
     raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+
+
+def prepare(backend: str, spec: RequestSpec, item: Any) -> Prepared:
+    if backend == "openai-audio":
+        return prepare_transcription(spec, item)
+    return prepare_speech(spec, item)
 
 
 def _timeout(spec: RequestSpec) -> httpx.Timeout:
@@ -108,15 +125,37 @@ async def _sse_events(response: httpx.Response) -> AsyncIterator[tuple[float, di
 
 # --- transcription -----------------------------------------------------------------------------------
 
-async def transcribe(client: httpx.AsyncClient, spec: RequestSpec, sample: AudioSample) -> RequestOutput:
-    fields = {"model": spec.model, "response_format": "json", **spec.extra_body}
-    stream = str(fields.get("stream", "")).lower() == "true"
-    form = {k: _form_value(v) for k, v in fields.items()}
+def _transcription_fields(spec: RequestSpec) -> dict[str, Any]:
+    return {"model": spec.model, "response_format": "json", **spec.extra_body}
+
+
+def prepare_transcription(spec: RequestSpec, sample: AudioSample) -> Prepared:
+    """The multipart/form-data body: the fields, then the file."""
+    boundary = uuid.uuid4().hex
+    parts: list[bytes] = []
+    for name, value in _transcription_fields(spec).items():
+        for v in (value if isinstance(value, list) else [value]):
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"\r\n\r\n'
+                         f"{_form_value(v)}\r\n".encode())
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{_quote(sample.name)}"'
+                 f"\r\nContent-Type: application/octet-stream\r\n\r\n".encode())
+    parts += [sample.data, f"\r\n--{boundary}--\r\n".encode()]
+    return Prepared(sample, b"".join(parts), f"multipart/form-data; boundary={boundary}")
+
+
+def _quote(name: str) -> str:
+    return name.replace("\\", "\\\\").replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+
+
+async def transcribe(client: httpx.AsyncClient, spec: RequestSpec, prepared: Prepared) -> RequestOutput:
+    sample: AudioSample = prepared.item
+    stream = str(_transcription_fields(spec).get("stream", "")).lower() == "true"
     out = RequestOutput(input_audio_s=sample.duration_s, reference=sample.text)
     out.start_s = time.perf_counter()
     try:
-        async with client.stream("POST", spec.base_url + "/v1/audio/transcriptions", data=form,
-                                 files={"file": (sample.name, sample.data)}, timeout=_timeout(spec)) as response:
+        async with client.stream("POST", spec.base_url + "/v1/audio/transcriptions", content=prepared.body,
+                                 headers={"Content-Type": prepared.content_type},
+                                 timeout=_timeout(spec)) as response:
             if response.status_code != 200:
                 out.error = _error_text(response.status_code, await response.aread())
             elif stream:
@@ -151,12 +190,10 @@ async def _read_transcription_stream(response: httpx.Response, out: RequestOutpu
     out.error = "the stream ended without a transcript.text.done event"
 
 
-def _form_value(value: Any) -> str | list[str]:
-    """--extra-body values as multipart fields: true/false, lists as repeated fields, the rest as text."""
+def _form_value(value: Any) -> str:
+    """An --extra-body value as a multipart field: true/false, objects as JSON, the rest as text."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
-        return [_form_value(v) for v in value]  # type: ignore[misc]
     if isinstance(value, dict):
         return json.dumps(value)
     return str(value)
@@ -170,16 +207,26 @@ def _transcript_text(body: bytes, content_type: str) -> str:
 
 # --- speech ------------------------------------------------------------------------------------------
 
-async def synthesise(client: httpx.AsyncClient, spec: RequestSpec, sample: TextSample) -> RequestOutput:
-    payload = {"model": spec.model, "input": sample.text, "voice": spec.voice,
-               "response_format": spec.response_format, **spec.extra_body}
+def _speech_payload(spec: RequestSpec, sample: TextSample) -> dict[str, Any]:
+    return {"model": spec.model, "input": sample.text, "voice": spec.voice,
+            "response_format": spec.response_format, **spec.extra_body}
+
+
+def prepare_speech(spec: RequestSpec, sample: TextSample) -> Prepared:
+    return Prepared(sample, json.dumps(_speech_payload(spec, sample)).encode(), "application/json")
+
+
+async def synthesise(client: httpx.AsyncClient, spec: RequestSpec, prepared: Prepared) -> RequestOutput:
+    sample: TextSample = prepared.item
+    payload = _speech_payload(spec, sample)
     fmt = str(payload["response_format"])
     sse = payload.get("stream_format") == "sse"
     decoder = _AudioBytes(fmt, int(payload.get("sample_rate") or spec.sample_rate))
     out = RequestOutput(reference=sample.text)
     out.start_s = time.perf_counter()
     try:
-        async with client.stream("POST", spec.base_url + "/v1/audio/speech", json=payload,
+        async with client.stream("POST", spec.base_url + "/v1/audio/speech", content=prepared.body,
+                                 headers={"Content-Type": prepared.content_type},
                                  timeout=_timeout(spec)) as response:
             if response.status_code != 200:
                 out.error = _error_text(response.status_code, await response.aread())

@@ -64,6 +64,9 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     engine.add_argument("--compute-type", default="int8", help="CTranslate2 compute type (default: int8)")
     engine.add_argument("--engine-threads", type=int, default=2, help="CTranslate2 intra_threads (default: 2)")
     engine.add_argument("--beam-size", type=int, default=1, help="1 = greedy (default: 1)")
+    engine.add_argument("--split-search-s", type=float, default=None,
+                        help="seconds searched for a quiet cut before each 30 s boundary, as 'voxlane serve "
+                             "--split-search-s' (default: the server's default)")
     engine.add_argument("--batch-sizes", default="1,2,4,8", metavar="N,N,...",
                         help="batch sizes to try, one pass each (default: 1,2,4,8)")
     engine.add_argument("--save-result", action="store_true", help="write the figures as JSON")
@@ -145,7 +148,8 @@ def _engine(args: argparse.Namespace) -> int:
     items = load_audio_dataset(args.dataset, min_duration_s=args.min_duration_s, max_duration_s=args.max_duration_s)
     opts = EngineBenchOptions(model=args.model, compute_type=args.compute_type, engine_threads=args.engine_threads,
                               beam_size=args.beam_size, batch_sizes=batch_sizes, num_prompts=args.num_prompts,
-                              seed=args.seed)
+                              seed=args.seed, **({"split_search_s": args.split_search_s}
+                                                 if args.split_search_s is not None else {}))
     result = run_engine_bench(opts, items, args.dataset)
     print(format_engine_result(result))
     if args.save_result or args.result_filename:

@@ -17,12 +17,13 @@ from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import decode_and_split, window_features
 from voxlane.bench import metrics
 from voxlane.bench.datasets import AudioSample, request_order
-from voxlane.config import DEFAULT_MODEL_NAME, EngineConfig, default_model_path
+from voxlane.config import DEFAULT_MODEL_NAME, EngineConfig, ServerConfig, default_model_path
 from voxlane.engine.request import WindowWork
 from voxlane.messages import TranscribeOptions, WindowRequest
 from voxlane.server.formats import join_text
 
 MAX_DURATION_S = 24 * 3600.0
+DEFAULT_SPLIT_SEARCH_S = ServerConfig().split_search_s
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class EngineBenchOptions:
     batch_sizes: tuple[int, ...]
     num_prompts: int | None
     seed: int
+    split_search_s: float = DEFAULT_SPLIT_SEARCH_S
+    """Where long audio is cut, as the server does (``voxlane serve --split-search-s``)."""
 
 
 def engine_config(opts: EngineBenchOptions) -> EngineConfig:
@@ -55,7 +58,7 @@ def run_engine_bench(opts: EngineBenchOptions, items: Sequence[AudioSample], dat
     passes = []
     for batch_size in opts.batch_sizes:
         t0 = time.perf_counter()
-        works = _prepare(runner, requests)
+        works = _prepare(runner, requests, opts.split_search_s)
         t_prep = time.perf_counter() - t0
         t1 = time.perf_counter()
         results = []
@@ -99,11 +102,11 @@ def run_engine_bench(opts: EngineBenchOptions, items: Sequence[AudioSample], dat
     }
 
 
-def _prepare(runner: Any, requests: Sequence[AudioSample]) -> list[WindowWork]:
+def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float) -> list[WindowWork]:
     works = []
     options = TranscribeOptions()
     for i, request in enumerate(requests):
-        samples, windows = decode_and_split(request.data, MAX_DURATION_S)
+        samples, windows = decode_and_split(request.data, MAX_DURATION_S, split_search_s)
         for index, (start, end) in enumerate(windows):
             features, n_frames = window_features(samples[start:end], runner.n_mels)
             msg = WindowRequest(request_id=str(i), index=index, count=len(windows), offset_s=start / TARGET_RATE,
@@ -121,7 +124,7 @@ def _texts(results: Sequence[Any], n_requests: int) -> list[str]:
 
 
 def _warm_up(runner: Any, request: AudioSample) -> None:
-    works = _prepare(runner, [request])
+    works = _prepare(runner, [request], DEFAULT_SPLIT_SEARCH_S)
     runner.run(works[:1])
 
 

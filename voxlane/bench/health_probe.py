@@ -58,7 +58,7 @@ class HealthProbe:
     async def _probe_loop(self) -> None:
         async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S, limits=httpx.Limits(max_connections=1)) as client:
             next_at = time.perf_counter()
-            while not self._stopping.is_set():
+            while True:  # at least one probe, however short the run
                 start = time.perf_counter()
                 try:
                     response = await client.get(self.url)
@@ -69,6 +69,8 @@ class HealthProbe:
                         self._fail(f"HTTP {response.status_code}: {response.text[:200]}")
                 except httpx.HTTPError as exc:
                     self._fail(f"{type(exc).__name__}: {exc}")
+                if self._stopping.is_set():
+                    return
                 next_at = max(next_at + self.interval_s, time.perf_counter())
                 while not self._stopping.is_set() and time.perf_counter() < next_at:
                     await asyncio.sleep(min(0.05, max(0.0, next_at - time.perf_counter())))

@@ -153,29 +153,29 @@ def _ms(stats: dict[str, float] | None, key: str) -> str:
 
 def format_result(r: dict[str, Any]) -> str:
     lines = [f"{'=' * 20} voxlane bench: {r['backend']} {'=' * 20}",
-             f"{'Server':<36}{r['base_url']} (model {r['model']})",
-             f"{'Dataset':<36}{r['dataset']} ({r['dataset_size']} items)",
-             f"{'Max concurrency / request rate':<36}{r['max_concurrency']} / {r['request_rate']}",
-             f"{'Successful / failed requests':<36}{r['completed']} / {r['failed']}",
-             f"{'Benchmark duration (s)':<36}{r['duration_s']:.2f}",
-             f"{'Request throughput (req/s)':<36}{r['request_throughput']:.3f}"]
+             f"{'Server':<40}{r['base_url']} (model {r['model']})",
+             f"{'Dataset':<40}{r['dataset']} ({r['dataset_size']} items)",
+             f"{'Max concurrency / request rate':<40}{r['max_concurrency']} / {r['request_rate']}",
+             f"{'Successful / failed requests':<40}{r['completed']} / {r['failed']}",
+             f"{'Benchmark duration (s)':<40}{r['duration_s']:.2f}",
+             f"{'Request throughput (req/s)':<40}{r['request_throughput']:.3f}"]
     if r["backend"] == "openai-audio":
-        lines += [f"{'Audio transcribed (s)':<36}{r['input_audio_s']:.1f}",
-                  f"{'RTFx (audio s / wall s)':<36}{r['rtfx']:.2f}",
-                  f"{'WER':<36}{_pct(r['wer'])} over {r['wer_requests']} requests ({r['normaliser']})"]
+        lines += [f"{'Audio transcribed (s)':<40}{r['input_audio_s']:.1f}",
+                  f"{'RTFx (audio s / wall s)':<40}{r['rtfx']:.2f}",
+                  f"{'WER':<40}{_pct(r['wer'])} over {r['wer_requests']} requests ({r['normaliser']})"]
     else:
         c = r["continuity"]
-        lines += [f"{'Audio produced (s)':<36}{r['output_audio_s']:.1f}",
-                  f"{'Audio s per wall s':<36}{r['audio_s_per_wall_s']:.2f}",
-                  f"{'RTF (E2E / audio s) median':<36}{_num(r['rtf']['median'])}",
-                  f"{'Streams with max stall < threshold':<36}{_pct(c['smooth_share'])} "
+        lines += [f"{'Audio produced (s)':<40}{r['output_audio_s']:.1f}",
+                  f"{'Audio s per wall s':<40}{r['audio_s_per_wall_s']:.2f}",
+                  f"{'RTF (E2E / audio s) median':<40}{_num(r['rtf']['median'])}",
+                  f"{'Streams with max stall < threshold':<40}{_pct(c['smooth_share'])} "
                   f"(threshold {c['stall_threshold_ms']:g} ms, {c['streams']} streams)",
-                  f"{'Underruns (total / max per stream)':<36}{c['underruns_total']} / {_num(c['underruns_per_stream']['max'], 0)}",
-                  f"{'Largest stall per stream (ms) p50/max':<36}{_num(c['max_stall_ms']['median'], 1)} / "
+                  f"{'Underruns (total / max per stream)':<40}{c['underruns_total']} / {_num(c['underruns_per_stream']['max'], 0)}",
+                  f"{'Largest stall per stream (ms) p50/max':<40}{_num(c['max_stall_ms']['median'], 1)} / "
                   f"{_num(c['max_stall_ms']['max'], 1)}"]
         if "asr_check" in r:
             a = r["asr_check"]
-            lines.append(f"{'ASR check WER':<36}{_pct(a['wer'])} over {a['requests']} ({a['failed']} failed)")
+            lines.append(f"{'ASR check WER':<40}{_pct(a['wer'])} over {a['requests']} ({a['failed']} failed)")
     lines.append(f"{'Latency (ms)':<16}{'mean':>9}{'median':>9}{'p90':>9}{'p99':>9}{'max':>9}")
     rows = [("E2E", r["e2el_ms"]), ("TTFT", r.get("ttft_ms")), ("inter-chunk", r.get("itl_ms")),
             ("TTFP", r.get("ttfp_ms"))]
@@ -185,10 +185,10 @@ def format_result(r: dict[str, Any]) -> str:
     h = r.get("health")
     if h:
         lat = h["latency_ms"]
-        lines.append(f"{'Health probe ' + h['path'] + ' (ms)':<36}p50 {_ms(lat, 'p50')}  p95 {_ms(lat, 'p95')}  "
+        lines.append(f"{'Health probe ' + h['path'] + ' (ms)':<40}p50 {_ms(lat, 'p50')}  p95 {_ms(lat, 'p95')}  "
                      f"p99 {_ms(lat, 'p99')}  max {_ms(lat, 'max')}  ({h['probes']} probes, {h['failures']} failed)")
     cl = r["client"]
-    lines.append(f"{'Generator CPU (ms/request, share)':<36}{cl['cpu_per_request_ms']:.2f}  {_pct(cl['cpu_share_of_wall'])}")
+    lines.append(f"{'Generator CPU (ms/request, share)':<40}{cl['cpu_per_request_ms']:.2f}  {_pct(cl['cpu_share_of_wall'])}")
     for e in r["errors"]:
         lines.append(f"  error x{e['count']}: {e['error']}")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import math
 import random
+import ssl
 import sys
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any, Sequence
 
 import httpx
 
-from voxlane.bench.backends import RequestOutput, RequestSpec, request_fn, transcribe
+from voxlane.bench.backends import Prepared, RequestOutput, RequestSpec, prepare, request_fn, transcribe
 from voxlane.bench.datasets import AudioSample, load_audio_dataset, load_text_dataset, request_order
 from voxlane.bench.health_probe import HealthProbe, ProbeResult
 from voxlane.bench.options import BenchOptions
@@ -74,11 +75,12 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
     order = request_order(len(items), n, opts.seed)
     spec = request_spec(opts)
     fn = request_fn(opts.backend)
+    bodies = [prepare(opts.backend, spec, item) for item in items]
 
     if opts.num_warmups and ready:
         async with _client(headers) as client:
             for i in range(opts.num_warmups):
-                await fn(client, spec, items[order[i % n]])
+                await fn(client, spec, bodies[order[i % n]])
 
     probe = None
     if opts.probe_health:
@@ -92,7 +94,7 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
 
         async def worker(client: httpx.AsyncClient) -> None:
             while (i := await queue.get()) is not None:
-                outputs[i] = await fn(client, spec, items[order[i]])
+                outputs[i] = await fn(client, spec, bodies[order[i]])
                 if progress is not None:
                     progress.update(1)
 
@@ -131,8 +133,18 @@ async def _dispatch(queue: asyncio.Queue[int | None], n: int, slots: int, rate: 
         queue.put_nowait(None)
 
 
+_TLS: ssl.SSLContext | None = None
+
+
 def _client(headers: dict[str, str]) -> httpx.AsyncClient:
-    return httpx.AsyncClient(headers=headers, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+    """One connection. The TLS context is built once and shared: loading the CA store costs ~30 ms a client."""
+    global _TLS
+    if _TLS is None:
+        import certifi  # what httpx itself verifies against
+
+        _TLS = ssl.create_default_context(cafile=certifi.where())
+    return httpx.AsyncClient(headers=headers, verify=_TLS,
+                             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
 
 
 async def wait_ready(base_url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[bool, str]:
@@ -170,7 +182,7 @@ async def _asr_check(opts: BenchOptions, outputs: Sequence[RequestOutput],
             while not queue.empty():
                 o = queue.get_nowait()
                 sample = AudioSample("speech.wav", o.audio or b"", o.output_audio_s, o.reference)
-                results.append(await transcribe(client, spec, sample))
+                results.append(await transcribe(client, spec, prepare("openai-audio", spec, sample)))
 
     await asyncio.gather(*(worker() for _ in range(ASR_CHECK_CONCURRENCY)))
     return results

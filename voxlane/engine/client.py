@@ -23,8 +23,8 @@ import zmq.asyncio
 from voxlane.config import ServerConfig
 from voxlane.engine.proc import run_engine
 from voxlane.errors import EngineUnavailable, VoxlaneError
-from voxlane.messages import (Abort, EngineFailed, Ready, Shutdown, TranscribeOptions, WindowRequest, WindowResult,
-                              decode_output, encode_input)
+from voxlane.messages import (Abort, EngineFailed, Ready, Shutdown, SpeechAudio, SpeechUnit, TranscribeOptions,
+                              WindowRequest, WindowResult, decode_output, encode_input)
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +79,58 @@ class EngineRequest:
         self._results.put_nowait(item)
 
 
+class SpeechStream:
+    """One speech stream: its units on their way to the engine, their audio on its way back, in order."""
+
+    def __init__(self, client: EngineClient, request_id: str) -> None:
+        self.client = client
+        self.request_id = request_id
+        self.unit_count: int | None = None
+        """Known once the last unit is sent."""
+        self._results: asyncio.Queue[tuple[SpeechAudio, np.ndarray] | VoxlaneError] = asyncio.Queue()
+        self._pending: dict[int, tuple[SpeechAudio, np.ndarray]] = {}
+        self.finished = False
+
+    async def send_unit(self, unit: SpeechUnit) -> None:
+        self.client.check_alive()
+        if unit.last:
+            self.unit_count = unit.index + 1
+        await self.client.send(encode_input(unit))
+
+    async def audio(self, timeout_s: float) -> AsyncIterator[tuple[SpeechAudio, np.ndarray]]:
+        """Each unit's audio in index order. Raises EngineUnavailable if the engine dies or times out, or
+        the error a feeder delivered."""
+        deadline = time.monotonic() + timeout_s
+        next_index = 0
+        while self.unit_count is None or next_index < self.unit_count:
+            while next_index in self._pending:
+                yield self._pending.pop(next_index)
+                next_index += 1
+            if self.unit_count is not None and next_index >= self.unit_count:
+                break
+            try:
+                item = await asyncio.wait_for(self._results.get(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise EngineUnavailable(
+                    f"the engine did not finish this speech within {timeout_s:g} s (--request-timeout-s); "
+                    "the server is overloaded: retry later"
+                ) from None
+            if isinstance(item, VoxlaneError):
+                raise item
+            self._pending[item[0].index] = item
+        self.finished = True
+
+    def deliver(self, item: tuple[SpeechAudio, np.ndarray] | VoxlaneError) -> None:
+        self._results.put_nowait(item)
+
+
 class EngineClient:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.ready: Ready | None = None
         self.failure: str | None = None
-        self._requests: dict[str, EngineRequest] = {}
+        self._requests: dict[str, EngineRequest | SpeechStream] = {}
+        self.speech_streams = 0
         self._queued_windows = 0
         self._dir = tempfile.mkdtemp(prefix="voxlane-")
         self._ctx = zmq.asyncio.Context()
@@ -189,6 +235,30 @@ class EngineClient:
                 except zmq.ZMQError:
                     log.warning("could not send abort for %s", request_id)
 
+    @asynccontextmanager
+    async def speech(self, request_id: str) -> AsyncIterator[SpeechStream]:
+        """A speech stream; on exit (done, failed, cancelled or the client gone) abort what is unfinished."""
+        self.check_alive()
+        limit = self.config.max_speech_streams
+        if self.speech_streams >= limit:
+            raise EngineUnavailable(
+                f"{self.speech_streams} speech streams are running, the server's limit (--max-speech-streams "
+                f"{limit}): retry later", code="queue_full",
+            )
+        stream = SpeechStream(self, request_id)
+        self._requests[request_id] = stream
+        self.speech_streams += 1
+        try:
+            yield stream
+        finally:
+            self._requests.pop(request_id, None)
+            self.speech_streams -= 1
+            if not stream.finished and self.healthy:
+                try:
+                    self._control.send_multipart(encode_input(Abort(request_id)), flags=zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    log.warning("could not send abort for %s", request_id)
+
     async def send(self, frames: list[bytes | memoryview]) -> None:
         await self._to_engine.send_multipart(frames, copy=False)
 
@@ -196,18 +266,23 @@ class EngineClient:
 
     async def _receive(self) -> None:
         while True:
-            frame = await self._from_engine.recv()
+            frames = await self._from_engine.recv_multipart()
             try:
-                msg = decode_output(frame)
+                msg, pcm = decode_output(frames)
             except Exception:
                 log.exception("malformed message from the engine")
                 continue
             if isinstance(msg, WindowResult):
                 req = self._requests.get(msg.request_id)
-                if req is None:
-                    log.debug("dropping result for gone request %s", msg.request_id)
-                else:
+                if isinstance(req, EngineRequest):
                     req.deliver(msg)
+                else:
+                    log.debug("dropping result for gone request %s", msg.request_id)
+            elif isinstance(msg, SpeechAudio):
+                stream = self._requests.get(msg.request_id)
+                if isinstance(stream, SpeechStream):
+                    assert pcm is not None
+                    stream.deliver((msg, pcm))
             elif isinstance(msg, Ready):
                 self.ready = msg
                 self._ready_event.set()

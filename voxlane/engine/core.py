@@ -5,6 +5,8 @@ equal to the worker count each thread has its own model replica). ``step`` never
 starts what the scheduler makes due while a worker is free, and returns the results of batches that
 finished since the last call. The process loop (proc.py) wakes on new input, on a finished batch
 (``on_batch_done``) or at the scheduler's next deadline.
+
+Speech units go to ``self.tts`` (engine/tts.py), which has its own execution thread and thread budget.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import numpy as np
 from voxlane.config import EngineConfig
 from voxlane.engine.request import RequestState, WindowWork
 from voxlane.engine.scheduler import AsrScheduler
-from voxlane.messages import WindowRequest, WindowResult
+from voxlane.engine.tts import SpeechChunk, TtsCore
+from voxlane.messages import SpeechUnit, WindowRequest, WindowResult
 from voxlane.runners.base import Runner
+from voxlane.runners.piper import SpeechRunner
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +34,8 @@ _ABORTED_MEMORY = 4096  # request ids remembered after an abort, so late windows
 
 
 class EngineCore:
-    def __init__(self, runner: Runner, config: EngineConfig, on_batch_done: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, runner: Runner, config: EngineConfig, on_batch_done: Callable[[], None] = lambda: None,
+                 tts_runner: SpeechRunner | None = None) -> None:
         self.runner = runner
         self.workers = config.engine_workers
         self.scheduler = AsrScheduler(config.max_batch_size, config.max_batch_wait_ms / 1000.0)
@@ -41,6 +46,7 @@ class EngineCore:
         self._finished: list[Future[list[WindowResult]]] = []
         self._lock = threading.Lock()
         self._on_batch_done = on_batch_done
+        self.tts = TtsCore(tts_runner, config.tts_order, on_batch_done) if tts_runner is not None else None
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -53,9 +59,18 @@ class EngineCore:
             state = self.requests[msg.request_id] = RequestState(msg.request_id, now, msg.count)
         self.scheduler.add(WindowWork(msg, features, arrival_s=state.arrival_s, enqueued_s=now), now)
 
+    def add_unit(self, msg: SpeechUnit, now: float) -> None:
+        if msg.request_id in self._aborted:
+            return
+        if self.tts is None:
+            raise RuntimeError("this engine has no speech runner")
+        self.tts.add(msg, now)
+
     def abort(self, request_id: str) -> None:
         """Forget a request: queued windows are dropped, results of running ones discarded. Idempotent."""
         self.scheduler.abort(request_id)
+        if self.tts is not None:
+            self.tts.abort(request_id)
         self.requests.pop(request_id, None)
         self._aborted[request_id] = None
         self._aborted.move_to_end(request_id)
@@ -64,8 +79,10 @@ class EngineCore:
 
     # --- the step ------------------------------------------------------------------------------
 
-    def step(self, now: float) -> list[WindowResult]:
-        outputs = self._collect()
+    def step(self, now: float) -> list[WindowResult | SpeechChunk]:
+        outputs: list[WindowResult | SpeechChunk] = list(self._collect())
+        if self.tts is not None:
+            outputs.extend(self.tts.step(now))
         while len(self._running) < self.workers:
             batch = self.scheduler.next_batch(now)
             if not batch:
@@ -77,6 +94,8 @@ class EngineCore:
 
     def next_timeout(self, now: float) -> float | None:
         """Seconds until ``step`` has something to do without new input; None when only input can help."""
+        if self.tts is not None and self.tts.idle_with_work:
+            return 0.0
         if len(self._running) >= self.workers:
             return None  # a finishing batch wakes the loop
         deadline = self.scheduler.next_deadline()
@@ -84,10 +103,12 @@ class EngineCore:
 
     @property
     def busy(self) -> bool:
-        return bool(self._running) or len(self.scheduler) > 0
+        return bool(self._running) or len(self.scheduler) > 0 or (self.tts is not None and self.tts.busy)
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.tts is not None:
+            self.tts.shutdown()
 
     # --- execution (on a worker thread) --------------------------------------------------------
 

@@ -6,6 +6,7 @@ Threads and their one job each:
 - ``voxlane-engine-out``: takes results from a queue and sends them.
 - the main thread: drains the input queue, updates the core, calls ``step`` and hands results out.
 - ``voxlane-engine-N`` (in EngineCore): run batches on the model.
+- ``voxlane-tts`` (in TtsCore): synthesises speech units, one at a time.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import zmq
 
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
-from voxlane.messages import (Abort, EngineFailed, EngineOutput, Ready, Shutdown, WindowRequest, decode_input,
-                              encode_output)
+from voxlane.engine.tts import SpeechChunk
+from voxlane.messages import (Abort, EngineFailed, EngineOutput, Ready, Shutdown, SpeechUnit, WindowRequest,
+                              decode_input, encode_output)
 
 log = logging.getLogger("voxlane.engine")
 
@@ -54,13 +56,16 @@ def _input_thread(sock: zmq.Socket, inbox: queue.Queue[Any]) -> None:
             log.exception("dropping a malformed message from the API process")
 
 
-def _output_thread(sock: zmq.Socket, outbox: queue.Queue[EngineOutput | None]) -> None:
+def _output_thread(sock: zmq.Socket, outbox: queue.Queue[EngineOutput | SpeechChunk | None]) -> None:
     while True:
         msg = outbox.get()
         if msg is None:
             return
         try:
-            sock.send(encode_output(msg))
+            if isinstance(msg, SpeechChunk):
+                sock.send_multipart(encode_output(msg.msg, msg.pcm), copy=False)
+            else:
+                sock.send_multipart(encode_output(msg))
         except zmq.ContextTerminated:
             return
 
@@ -81,7 +86,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     out_sock.connect(output_addr)
     out_sock.setsockopt(zmq.LINGER, 1000)
     inbox: queue.Queue[Any] = queue.Queue()
-    outbox: queue.Queue[EngineOutput | None] = queue.Queue()
+    outbox: queue.Queue[EngineOutput | SpeechChunk | None] = queue.Queue()
     threading.Thread(target=_output_thread, args=(out_sock, outbox), name="voxlane-engine-out", daemon=True).start()
     try:
         from voxlane.runners.whisper import WhisperRunner
@@ -93,11 +98,24 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         outbox.put(None)
         time.sleep(0.5)
         return
-    core = EngineCore(runner, config, on_batch_done=lambda: inbox.put(_WAKE))
+    try:
+        from voxlane.runners.piper import PiperRunner
+
+        tts_runner = PiperRunner(config.tts_threads, config.tts_max_loaded_voices)
+        if config.tts_preload is not None:
+            tts_runner.voice(*config.tts_preload)
+    except Exception as exc:
+        log.exception("could not load the speech voice %s", config.tts_preload)
+        outbox.put(EngineFailed(f"could not load the Piper voice {config.tts_preload}: {exc}"))
+        outbox.put(None)
+        time.sleep(0.5)
+        return
+    core = EngineCore(runner, config, on_batch_done=lambda: inbox.put(_WAKE), tts_runner=tts_runner)
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
-    log.info("engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d)", config.model_path,
-             config.compute_type, config.engine_workers, config.engine_threads, config.max_batch_size)
+    log.info("engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d); speech: 1 thread x %d "
+             "onnxruntime thread(s), %s order", config.model_path, config.compute_type, config.engine_workers,
+             config.engine_threads, config.max_batch_size, config.tts_threads, config.tts_order)
     try:
         _loop(core, inbox, outbox, parent)
     finally:
@@ -109,7 +127,8 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     os._exit(0)
 
 
-def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | None], parent: int) -> None:
+def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | SpeechChunk | None],
+          parent: int) -> None:
     while True:
         timeout = core.next_timeout(time.monotonic())
         try:
@@ -132,6 +151,8 @@ def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineO
             msg, features = item
             if isinstance(msg, WindowRequest):
                 core.add_window(msg, features, now)
+            elif isinstance(msg, SpeechUnit):
+                core.add_unit(msg, now)
             elif isinstance(msg, Abort):
                 core.abort(msg.request_id)
             elif isinstance(msg, Shutdown):

@@ -20,8 +20,12 @@ from voxlane.engine.client import EngineClient
 from voxlane.errors import VoxlaneError, error_json
 from voxlane.server.executors import Executors
 from voxlane.server.metrics import Metrics
-from voxlane.server.routes import system, transcriptions
+from pathlib import Path
+
+from voxlane.config import default_voice_paths
+from voxlane.server.routes import speech, system, transcriptions, voices
 from voxlane.server.state import AppState
+from voxlane.voices import VoiceRegistry
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +35,12 @@ def build_app(config: ServerConfig) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executors = Executors(config)
         engine = EngineClient(config)
+        registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
         try:
+            await executors.run("audio", registry.load)
             await engine.start()
             metrics = Metrics()
-            app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()))
+            app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             monitor = asyncio.create_task(metrics.loop.run(), name="voxlane-loop-monitor")
             log.info("voxlane serving %s on http://%s:%d", config.model_name, config.host, config.port)
             yield
@@ -46,6 +52,8 @@ def build_app(config: ServerConfig) -> FastAPI:
     app = FastAPI(title="voxlane", version=__version__, lifespan=lifespan)
     app.include_router(system.router)
     app.include_router(transcriptions.router)
+    app.include_router(speech.router)
+    app.include_router(voices.router)
     _install_error_handlers(app)
 
     app.add_middleware(_CountRequests)
@@ -83,6 +91,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        if err.get("type") == "json_invalid":
+            return JSONResponse(error_json(f"the body is not valid JSON ({err.get('ctx', {}).get('error', 'syntax')}); "
+                                           "send a JSON object", "invalid_request_error"), status_code=400)
         param = ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "path")) or None
         message = f"invalid '{param}': {err['msg']}" if param else str(err["msg"])
         return JSONResponse(error_json(message, "invalid_request_error", param), status_code=400)

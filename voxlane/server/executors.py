@@ -1,8 +1,9 @@
 """The API process's named executors and the one door to blocking work: ``Executors.run``.
 
 Nothing heavier than a dictionary lookup runs inside ``async def``: decoding, resampling, splitting and
-log-mel features go through ``run("audio", ...)``. Each pool is owned here, sized from config, and
-shut down here (queued work cancelled).
+log-mel features go through ``run("audio", ...)``; sentence splitting and phonemisation for speech through
+``run("text", ...)`` (one worker: espeak is not thread-safe); encoding synthesised speech through
+``run("encode", ...)``. Each pool is owned here, sized from config, and shut down here (queued work cancelled).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from voxlane.config import ServerConfig
 T = TypeVar("T")
 # Workers yield to the event loop thread when both want a core: the loop's latency is the product.
 WORKER_NICENESS = 5
-PoolName = Literal["audio"]
+PoolName = Literal["audio", "text", "encode"]
 
 
 class Executors:
@@ -34,7 +35,13 @@ class Executors:
         else:
             _import_audio_modules()  # here, not on a worker: a first import holds the GIL for its whole run
             audio = ThreadPoolExecutor(workers, thread_name_prefix="voxlane-audio", initializer=_lower_priority)
-        self._pools: dict[str, Executor] = {"audio": audio}
+        self._pools: dict[str, Executor] = {
+            "audio": audio,
+            "text": ThreadPoolExecutor(config.text_workers, thread_name_prefix="voxlane-text",
+                                       initializer=_lower_priority),
+            "encode": ThreadPoolExecutor(config.encode_workers, thread_name_prefix="voxlane-encode",
+                                         initializer=_lower_priority),
+        }
 
     async def run(self, pool: PoolName, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the named pool. If the awaiting task is cancelled before the job starts,

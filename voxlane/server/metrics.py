@@ -17,6 +17,10 @@ class Metrics:
     windows: int = 0
     stream_errors: int = 0
     """Streams that ended with an error after their first byte."""
+    speech_seconds: float = 0.0
+    """Seconds of speech synthesised and sent."""
+    speech_streams: int = 0
+    """Speech streams that completed."""
     loop: LoopStallMonitor = field(default_factory=LoopStallMonitor)
 
     def render(self, queued_windows: int, engine_up: bool) -> str:
@@ -37,6 +41,10 @@ class Metrics:
             f"voxlane_engine_queued_windows {queued_windows}",
             "# TYPE voxlane_engine_up gauge",
             f"voxlane_engine_up {int(engine_up)}",
+            "# TYPE voxlane_speech_seconds_total counter",
+            f"voxlane_speech_seconds_total {self.speech_seconds:.3f}",
+            "# TYPE voxlane_speech_streams_total counter",
+            f"voxlane_speech_streams_total {self.speech_streams}",
         ]
         lines += self.loop.render()
         return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from voxlane.engine.client import EngineClient
 from voxlane.errors import ModelNotFound
 from voxlane.server.executors import Executors
 from voxlane.server.metrics import Metrics
+from voxlane.voices import VoiceRegistry
 
 
 @dataclass
@@ -20,6 +21,7 @@ class AppState:
     engine: EngineClient
     metrics: Metrics
     started_at: int
+    voices: VoiceRegistry | None = None
 
     def resolve_model(self, requested: str) -> str:
         """The served model's id for ``requested``, or ModelNotFound."""

@@ -1,0 +1,62 @@
+"""``voxlane bench`` against a real ``voxlane serve`` on 127.0.0.1 (the session's ``server``), small runs of both
+backends, and ``voxlane bench engine`` on the bundled Whisper model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from voxlane.cli import main
+
+
+def bench(tmp_path: Path, *argv: str) -> dict[str, Any]:
+    out = tmp_path / "result.json"
+    assert main(["bench", *argv, "--result-dir", str(tmp_path), "--result-filename", out.name]) == 0
+    return json.loads(out.read_text())
+
+
+def test_transcription_against_voxlane(server: Any, tiny_dataset: Path, tmp_path: Path) -> None:
+    r = bench(tmp_path, "serve", "--base-url", server.base_url, "--dataset", str(tiny_dataset), "--num-prompts", "3",
+              "--max-concurrency", "2", "--save-detailed")
+    assert (r["completed"], r["failed"]) == (3, 0)
+    assert r["rtfx"] > 0 and r["request_throughput"] > 0 and r["e2el_ms"]["p99"] >= r["e2el_ms"]["median"] > 0
+    assert r["wer_requests"] == 3 and 0 <= r["wer"] < 0.5  # tiny.en on clean short speech
+    assert r["health"]["failures"] == 0 and r["health"]["latency_ms"]["p50"] > 0
+    assert all(q["text"] for q in r["requests"])
+
+
+def test_streaming_transcription_against_voxlane(server: Any, tiny_dataset: Path, tmp_path: Path) -> None:
+    r = bench(tmp_path, "serve", "--base-url", server.base_url, "--dataset", str(tiny_dataset), "--num-prompts", "2",
+              "--max-concurrency", "2", "--extra-body", '{"stream": true}', "--probe-health", "none")
+    assert (r["completed"], r["failed"]) == (2, 0)
+    assert 0 < r["ttft_ms"]["median"] <= r["e2el_ms"]["max"]
+    assert r["wer"] < 0.5 and r["health"] is None
+
+
+def test_speech_against_voxlane_with_asr_check(server: Any, tmp_path: Path) -> None:
+    probe = httpx.post(server.base_url + "/v1/audio/speech", timeout=120,
+                       json={"model": "piper", "input": "Hello.", "voice": "joe", "response_format": "pcm"})
+    if probe.status_code == 404 and "Not Found" in probe.text:
+        pytest.skip("this voxlane has no /v1/audio/speech yet (issue 3)")
+    r = bench(tmp_path, "serve", "--backend", "openai-audio-speech", "--base-url", server.base_url,
+              "--num-prompts", "2", "--max-concurrency", "2", "--asr-check-url", server.base_url)
+    assert (r["completed"], r["failed"]) == (2, 0), r["errors"]
+    assert r["output_audio_s"] > 1 and r["audio_s_per_wall_s"] > 0
+    assert 0 < r["ttfp_ms"]["median"] <= r["e2el_ms"]["max"]
+    assert r["rtf"]["median"] > 0
+    c = r["continuity"]
+    assert c["streams"] == 2 and 0 <= c["smooth_share"] <= 1 and c["underruns_total"] >= 0
+    assert r["asr_check"]["requests"] == 2 and r["asr_check"]["wer"] < 0.5
+
+
+def test_engine_ceiling(tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = bench(tmp_path, "engine", "--dataset", str(tiny_dataset), "--batch-sizes", "1,2", "--engine-threads", "1")
+    assert [p["batch_size"] for p in r["passes"]] == [1, 2]
+    for p in r["passes"]:
+        assert p["windows"] == 2 and p["runner_rtfx"] >= p["rtfx"] > 0 and p["wer"] < 0.5
+    assert r["best_batch_size"] in (1, 2) and r["rtfx"] == max(p["rtfx"] for p in r["passes"])
+    assert "ceiling: RTFx" in capsys.readouterr().out

@@ -1,0 +1,153 @@
+"""/v1/audio/speech end to end: the real server, the official openai client, the bundled Piper voice."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+
+import av
+import httpx
+import jiwer
+import pytest
+
+from voxlane.audio.encode import SPEECH_FORMATS
+
+TEXT = "The quick brown fox jumps over the lazy dog. Then it runs into the forest, far away."
+
+# Decoded sample rate per format with the bundled 22.05 kHz voice (opus decodes at 48 kHz, always).
+EXPECTED_RATE = {"mp3": 22050, "opus": 48000, "aac": 22050, "flac": 22050, "wav": 22050}
+
+
+def decode(data: bytes) -> tuple[int, float]:
+    with av.open(io.BytesIO(data)) as container:
+        rate = container.streams.audio[0].rate
+        samples = sum(frame.samples for frame in container.decode(audio=0))
+    return rate, samples / rate
+
+
+def duration_of(data: bytes, fmt: str) -> float:
+    if fmt == "pcm":
+        return len(data) / 2 / 24000
+    return decode(data)[1]
+
+
+@pytest.mark.parametrize("fmt", SPEECH_FORMATS)
+def test_every_format_decodes_to_the_expected_rate_and_length(client, fmt: str) -> None:
+    response = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format=fmt)
+    data = response.content
+    if fmt == "pcm":
+        assert len(data) % 2 == 0
+        duration = len(data) / 2 / 24000
+    else:
+        rate, duration = decode(data)
+        assert rate == EXPECTED_RATE[fmt]
+    # About 14 characters per second of speech at speed 1.
+    assert 3.0 < duration < 10.0, duration
+
+
+def test_streaming_response_delivers_audio_in_several_chunks(client) -> None:
+    text = " ".join([TEXT] * 4)
+    with client.audio.speech.with_streaming_response.create(model="piper", voice="joe", input=text,
+                                                            response_format="pcm") as response:
+        assert response.headers["content-type"].startswith("audio/pcm")
+        chunks = [chunk for chunk in response.iter_bytes() if chunk]
+    assert len(chunks) >= 4
+    assert sum(len(c) for c in chunks) / 2 / 24000 > 15.0
+
+
+def test_speed_two_halves_the_duration(client) -> None:
+    normal = client.audio.speech.create(model="piper", voice="joe", input=TEXT, response_format="wav").content
+    fast = client.audio.speech.create(model="piper", voice="joe", input=TEXT, response_format="wav",
+                                      speed=2.0).content
+    ratio = decode(fast)[1] / decode(normal)[1]
+    # Measured 0.56-0.62: Piper's length scale halves phoneme durations, not the fixed edges of each unit.
+    assert 0.4 < ratio < 0.7, ratio
+
+
+def test_sample_rate_is_honoured(client, server) -> None:
+    body = {"model": "piper", "voice": "joe", "input": TEXT, "response_format": "flac", "sample_rate": 16000}
+    data = httpx.post(server.base_url + "/v1/audio/speech", json=body, timeout=60).content
+    assert decode(data)[0] == 16000
+
+
+def test_sse_stream_has_deltas_then_done(server) -> None:
+    body = {"model": "piper", "voice": "joe", "input": TEXT, "response_format": "mp3", "stream_format": "sse"}
+    events = []
+    with httpx.stream("POST", server.base_url + "/v1/audio/speech", json=body, timeout=60) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    assert events[-1]["type"] == "speech.audio.done"
+    deltas = [e for e in events if e["type"] == "speech.audio.delta"]
+    assert len(deltas) >= 2
+    audio = b"".join(base64.b64decode(e["audio"]) for e in deltas)
+    assert 3.0 < decode(audio)[1] < 10.0
+
+
+SENTENCES = [
+    "The weather today is sunny with a light breeze.",
+    "Please send the report to the finance team by Friday.",
+    "My favourite book is about a boy who learns to sail.",
+    "The train to the city leaves every twenty minutes.",
+    "She planted tomatoes and beans in the garden last spring.",
+    "Turn left at the bakery and walk two blocks north.",
+    "The meeting has been moved to three in the afternoon.",
+    "Children were playing football in the park after school.",
+    "He forgot his umbrella and got wet on the way home.",
+    "We need more coffee, milk and bread from the shop.",
+]
+WER_BOUND = 0.15
+"""Measured 0.03-0.06 over these sentences (Piper joe-medium -> Whisper tiny.en); the bound leaves room."""
+
+
+def _words(text: str) -> str:
+    """Lower case, no punctuation, British spelling of the one word Whisper spells the US way."""
+    return " ".join(re.sub(r"[^a-z0-9' ]", " ", text.lower()).replace("favorite", "favourite").split())
+
+
+def test_round_trip_through_the_servers_own_whisper(client) -> None:
+    hypotheses = []
+    for sentence in SENTENCES:
+        audio = client.audio.speech.create(model="tts-1", voice="nova", input=sentence, response_format="wav").content
+        result = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", audio))
+        hypotheses.append(_words(result.text))
+    wer = jiwer.wer([_words(s) for s in SENTENCES], hypotheses)
+    print(f"round-trip WER over {len(SENTENCES)} sentences: {wer:.3f}")
+    assert wer < WER_BOUND, list(zip(SENTENCES, hypotheses))
+
+
+@pytest.mark.parametrize("body, status, param", [
+    ({"model": "piper", "voice": "joe", "input": ""}, 400, "input"),
+    ({"model": "piper", "voice": "joe", "input": "   "}, 400, "input"),
+    ({"model": "piper", "voice": "joe", "input": "x" * 5000}, 400, "input"),
+    ({"model": "piper", "voice": "nobody", "input": "Hello."}, 400, "voice"),
+    ({"model": "piper", "voice": "joe", "input": "Hello.", "response_format": "ogg"}, 400, "response_format"),
+    ({"model": "piper", "voice": "joe", "input": "Hello.", "speed": 5.0}, 400, "speed"),
+    ({"model": "piper", "voice": "joe", "input": "Hello.", "speed": 0.1}, 400, "speed"),
+    ({"model": "piper", "voice": "joe", "input": "Hello.", "stream_format": "chunks"}, 400, "stream_format"),
+    ({"model": "nope", "voice": "joe", "input": "Hello."}, 404, "model"),
+    ({"voice": "joe", "input": "Hello."}, 400, "model"),
+])
+def test_bad_requests_get_a_4xx_with_openai_error_json(server, body, status, param) -> None:
+    response = httpx.post(server.base_url + "/v1/audio/speech", json=body, timeout=30)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and error["message"]
+    assert error["type"] == "invalid_request_error"
+
+
+def test_malformed_json_is_a_400(server) -> None:
+    response = httpx.post(server.base_url + "/v1/audio/speech", content=b'{"model": "piper", "input": ',
+                          headers={"content-type": "application/json"}, timeout=30)
+    assert response.status_code == 400
+    assert "JSON" in response.json()["error"]["message"]
+
+
+def test_openai_client_raises_bad_request_for_unknown_voice(client) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError, match="unknown voice"):
+        client.audio.speech.create(model="tts-1", voice="nobody", input="Hello.")

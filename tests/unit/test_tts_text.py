@@ -1,0 +1,74 @@
+"""Text for speech: normalisation, sentence and clause splitting, phonemisation, streaming encoders."""
+
+from __future__ import annotations
+
+import io
+
+import av
+import numpy as np
+import pytest
+
+from voxlane.audio.encode import SPEECH_FORMATS, StreamEncoder, output_rate
+from voxlane.config import default_voice_paths
+from voxlane.text.normalise import normalise
+from voxlane.text.phonemes import load_voice_text, phoneme_ids
+from voxlane.text.sentences import split_long, split_sentences, split_units
+
+
+def test_normalise_plain_quotes_dashes_and_spaces() -> None:
+    assert normalise("“Hi”  —  there\u2026\n\tyou!!!!") == '"Hi", there... you!!'
+
+
+def test_sentences_keep_abbreviations_and_initials() -> None:
+    assert split_sentences("Dr. Smith met J. R. Jones. They talked! Did it work? Yes") == [
+        "Dr. Smith met J. R. Jones.", "They talked!", "Did it work?", "Yes"]
+
+
+def test_long_sentence_is_cut_at_clauses_then_spaces() -> None:
+    sentence = ", ".join(["one two three four five"] * 20) + "."
+    pieces = split_long(sentence, 60)
+    assert all(len(p) <= 60 for p in pieces)
+    assert " ".join(pieces).replace("  ", " ") == sentence
+    assert all(p.endswith((",", ".")) for p in pieces)  # clause boundaries, not mid-clause
+    no_commas = "word " * 100
+    assert all(len(p) <= 60 for p in split_long(no_commas.strip(), 60))
+
+
+def test_very_short_first_unit_is_merged_with_the_next() -> None:
+    assert split_units("Hi. This is the second sentence. And a third.") == [
+        "Hi. This is the second sentence.", "And a third."]
+    assert split_units("Hello there. Second.") == ["Hello there.", "Second."]
+
+
+def test_phoneme_ids_of_the_bundled_voice() -> None:
+    voice = load_voice_text(default_voice_paths()[1])
+    ids = phoneme_ids("Hello world.", voice)
+    assert ids[0] == voice.phoneme_id_map["^"][0] and ids[-1] == voice.phoneme_id_map["$"][0]
+    assert len(ids) > 10
+    assert phoneme_ids("", voice) == []
+
+
+def test_opus_rate_is_moved_to_one_it_supports() -> None:
+    assert output_rate("opus", 22050, None) == 24000
+    assert output_rate("opus", 22050, 44100) == 48000
+    assert output_rate("pcm", 22050, None) == 24000  # OpenAI's pcm rate
+    assert output_rate("wav", 22050, None) == 22050
+
+
+@pytest.mark.parametrize("fmt", SPEECH_FORMATS)
+def test_encoders_stream_and_decode(fmt: str) -> None:
+    rate = 22050
+    t = np.arange(rate * 2) / rate
+    pcm = (np.sin(2 * np.pi * 440 * t) * 8000).astype(np.int16)
+    encoder = StreamEncoder(fmt, rate)
+    parts = [encoder.encode(pcm[i:i + rate // 2]) for i in range(0, len(pcm), rate // 2)]
+    parts.append(encoder.finish())
+    assert sum(1 for p in parts[:-1] if p) >= 3, "bytes must come out while audio goes in, not only at the end"
+    data = b"".join(parts)
+    if fmt == "pcm":
+        assert abs(len(data) / 2 / encoder.sample_rate - 2.0) < 0.01
+        return
+    with av.open(io.BytesIO(data)) as container:
+        samples = sum(frame.samples for frame in container.decode(audio=0))
+        decoded_rate = container.streams.audio[0].rate
+    assert abs(samples / decoded_rate - 2.0) < 0.1

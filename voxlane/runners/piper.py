@@ -1,0 +1,109 @@
+"""Piper voices on onnxruntime: phoneme ids in, int16 PCM out.
+
+Voices load lazily, by path, and a bounded number stay loaded (LRU). The path is the voice's identity:
+an uploaded voice that is replaced or deleted gets a new path, so a loaded session is never stale.
+Used from the engine's one speech thread only: no locks.
+
+Batching: several units through one ``session.run`` (padded to the longest, trimmed by length) was
+measured slower or no faster than one unit at a time on this CPU (docs/tts.md), so the runner
+synthesises one unit per call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import onnxruntime
+
+from voxlane.messages import SpeechUnit
+
+log = logging.getLogger(__name__)
+
+_MAX_WAV_VALUE = 32767.0
+
+
+@dataclass
+class LoadedVoice:
+    session: onnxruntime.InferenceSession
+    sample_rate: int
+    num_speakers: int
+
+
+class SpeechRunner(Protocol):
+    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
+        """The unit's audio as mono int16 and its sample rate. Raises on failure (the unit fails alone)."""
+        ...
+
+
+def session_options(threads: int) -> onnxruntime.SessionOptions:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Spinning threads would burn the CPU that Whisper and the event loop need between units.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+def load_voice(model_path: str, config_path: str, threads: int) -> LoadedVoice:
+    """Load one Piper voice. Raises ValueError saying what is wrong with a voice that cannot serve."""
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    try:
+        sample_rate = int(config["audio"]["sample_rate"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("the voice config has no audio.sample_rate") from None
+    session = onnxruntime.InferenceSession(model_path, sess_options=session_options(threads),
+                                           providers=["CPUExecutionProvider"])
+    inputs = {i.name for i in session.get_inputs()}
+    if not {"input", "input_lengths", "scales"} <= inputs:
+        raise ValueError(f"the model's inputs are {sorted(inputs)}, not a Piper voice's (input, input_lengths, scales)")
+    return LoadedVoice(session, sample_rate, int(config.get("num_speakers", 1)))
+
+
+def run_voice(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:
+    ids = np.asarray(unit.phoneme_ids, dtype=np.int64).reshape(1, -1)
+    args = {
+        "input": ids,
+        "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
+        "scales": np.array([unit.noise_scale, unit.length_scale, unit.noise_w_scale], dtype=np.float32),
+    }
+    if voice.num_speakers > 1:
+        args["sid"] = np.array([unit.speaker_id or 0], dtype=np.int64)
+    audio = voice.session.run(None, args)[0].squeeze()
+    # Like Piper: each unit is normalised to full scale, then converted to 16 bit.
+    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+    if peak < 1e-8:
+        return np.zeros(audio.size, dtype=np.int16)
+    return np.clip(audio / peak * _MAX_WAV_VALUE, -_MAX_WAV_VALUE, _MAX_WAV_VALUE).astype(np.int16)
+
+
+class PiperRunner:
+    def __init__(self, threads: int, max_loaded: int) -> None:
+        self.threads = threads
+        self.max_loaded = max_loaded
+        self._voices: OrderedDict[tuple[str, str], LoadedVoice] = OrderedDict()
+
+    def voice(self, model_path: str, config_path: str) -> LoadedVoice:
+        key = (model_path, config_path)
+        voice = self._voices.get(key)
+        if voice is None:
+            log.info("loading voice %s", model_path)
+            voice = self._voices[key] = load_voice(model_path, config_path, self.threads)
+            while len(self._voices) > self.max_loaded:
+                evicted, _ = self._voices.popitem(last=False)
+                log.info("unloading voice %s (--tts-max-loaded-voices %d)", evicted[0], self.max_loaded)
+        self._voices.move_to_end(key)
+        return voice
+
+    @property
+    def loaded(self) -> list[str]:
+        return [model for model, _ in self._voices]
+
+    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
+        voice = self.voice(unit.model_path, unit.config_path)
+        return run_voice(voice, unit), voice.sample_rate

@@ -1,0 +1,208 @@
+"""POST /v1/audio/speech: text in, audio streamed out as it is synthesised.
+
+Path of a request: validate and resolve the voice (event loop, cheap; a lease on the voice version) ->
+split into units and phonemise the first (text pool) -> send to the engine, phonemising the rest in the
+background -> each unit's PCM is encoded (encode pool) and streamed. The response starts only once the
+first audio is encoded, so every error before that is a real 4xx/5xx; an error after it ends the stream,
+is logged and counted (``voxlane_stream_errors_total``). A client that goes away aborts its units in the
+engine and releases the voice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import uuid
+from contextlib import AsyncExitStack
+from typing import Any, AsyncIterator
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+
+from voxlane.audio.encode import StreamEncoder
+from voxlane.engine.client import SpeechStream
+from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
+from voxlane.messages import SpeechAudio, SpeechUnit
+from voxlane.protocol import SpeechRequest
+from voxlane.server.state import AppState, get_state
+from voxlane.text.normalise import normalise
+from voxlane.text.phonemes import VoiceText, load_voice_text, phoneme_ids
+from voxlane.text.sentences import split_units
+from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES, Voice, remove_dir
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+
+@router.post("/v1/audio/speech")
+async def create_speech(body: SpeechRequest, request: Request) -> Response:
+    state = get_state(request)
+    _validate(body, state)
+    assert state.voices is not None
+    voice = state.voices.resolve(body.voice)
+    state.engine.check_alive()
+    job = _SpeechJob(state, body, voice)
+    await job.start()  # on failure the job has cleaned up; the error handler answers with a 4xx/5xx
+    if body.stream_format == "sse":
+        return StreamingResponse(_sse(job), media_type="text/event-stream")
+    return StreamingResponse(_audio(job), media_type=job.encoder.media_type)
+
+
+def _validate(body: SpeechRequest, state: AppState) -> None:
+    if body.model not in (SPEECH_MODEL, *SPEECH_MODEL_ALIASES):
+        raise ModelNotFound(f"the speech model '{body.model}' does not exist on this server; send model='piper' "
+                            f"(or one of its aliases: {', '.join(SPEECH_MODEL_ALIASES)})")
+    if not body.input.strip():
+        raise InvalidRequest("'input' is empty; send the text to speak", param="input", code="empty_input")
+    limit = state.config.max_speech_input_chars
+    if len(body.input) > limit:
+        raise InvalidRequest(f"'input' is {len(body.input)} characters, over the limit of {limit} "
+                             "(--max-speech-input-chars): split the text into several requests",
+                             param="input", code="input_too_long")
+
+
+def _prepare(text: str, config_path: str) -> tuple[VoiceText, list[str], list[int]]:
+    """Text pool: the voice's text config, the units, and the first unit's phoneme ids."""
+    voice_text = load_voice_text(config_path)
+    units = split_units(normalise(text))
+    return voice_text, units, phoneme_ids(units[0], voice_text) if units else []
+
+
+class _SpeechJob:
+    """One speech request: its voice lease, its engine stream, its encoder and its feeder task."""
+
+    def __init__(self, state: AppState, body: SpeechRequest, voice: Voice) -> None:
+        self.state = state
+        self.body = body
+        self.voice = voice
+        self.request_id = uuid.uuid4().hex
+        self.stack = AsyncExitStack()
+        self.stream: SpeechStream | None = None
+        self.encoder: StreamEncoder = None  # type: ignore[assignment]  # set in start()
+        self.first: bytes = b""
+        self._chunks: AsyncIterator[tuple[SpeechAudio, np.ndarray]] | None = None
+        self.audio_s = 0.0
+
+    async def start(self) -> None:
+        """Everything up to the first encoded audio. Raises (after cleaning up) on any failure."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        registry = self.state.voices
+        assert registry is not None
+        registry.acquire(self.voice)
+        self.stack.push_async_callback(self._release_voice)
+        executors = self.state.executors
+        try:
+            voice_text, units, first_ids = await executors.run("text", _prepare, self.body.input,
+                                                               self.voice.config_path)
+        except (ValueError, OSError) as exc:
+            raise InvalidRequest(f"the voice '{self.voice.name}' cannot be used: {exc}", param="voice") from None
+        if not units or not first_ids:
+            raise InvalidRequest("'input' has nothing to speak (no letters or digits)", param="input",
+                                 code="empty_input")
+        self.encoder = StreamEncoder(self.body.response_format, voice_text.sample_rate, self.body.sample_rate)
+        self.stack.push_async_callback(self.state.executors.run, "encode", self.encoder.close)
+        self.stream = await self.stack.enter_async_context(self.state.engine.speech(self.request_id))
+        await self.stream.send_unit(self._unit(0, len(units) == 1, first_ids, voice_text))
+        if len(units) > 1:
+            feeder = asyncio.create_task(self._feed(units, voice_text), name=f"voxlane-speech-{self.request_id[:8]}")
+            self.stack.push_async_callback(_cancel, feeder)
+        self._chunks = self.stream.audio(self.state.config.request_timeout_s)
+        self.first = await self._next_encoded()  # errors before the first byte become real responses
+
+    def _unit(self, index: int, last: bool, ids: list[int], voice_text: VoiceText) -> SpeechUnit:
+        return SpeechUnit(
+            request_id=self.request_id, index=index, last=last, model_path=self.voice.model_path,
+            config_path=self.voice.config_path, phoneme_ids=ids,
+            length_scale=voice_text.length_scale / self.body.speed, noise_scale=voice_text.noise_scale,
+            noise_w_scale=voice_text.noise_w_scale, speaker_id=0 if voice_text.num_speakers > 1 else None,
+        )
+
+    async def _feed(self, units: list[str], voice_text: VoiceText) -> None:
+        assert self.stream is not None
+        try:
+            for index in range(1, len(units)):
+                ids = await self.state.executors.run("text", phoneme_ids, units[index], voice_text)
+                if not ids:  # nothing speakable (punctuation only): a pause-sized unit keeps the indices whole
+                    ids = await self.state.executors.run("text", phoneme_ids, ".", voice_text) or [0]
+                await self.stream.send_unit(self._unit(index, index == len(units) - 1, ids, voice_text))
+        except VoxlaneError as exc:
+            self.stream.deliver(exc)
+        except Exception:
+            log.exception("preparing speech units failed")
+            self.stream.deliver(VoxlaneError("the server failed to prepare the text"))
+
+    async def _next_encoded(self) -> bytes:
+        """Encoded bytes of the next unit(s); b'' at the end (after the encoder's tail)."""
+        assert self._chunks is not None
+        async for msg, pcm in self._chunks:
+            if msg.error:
+                raise VoxlaneError(f"speech synthesis failed on unit {msg.index}: {msg.error}")
+            self.audio_s += len(pcm) / msg.sample_rate
+            data = await self.state.executors.run("encode", self.encoder.encode, pcm)
+            if data:
+                return data
+        return await self.state.executors.run("encode", self.encoder.finish)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            if self.first:
+                yield self.first
+            while True:
+                data = await self._next_encoded()
+                if not data:
+                    break
+                yield data
+            self.state.metrics.speech_seconds += self.audio_s
+            self.state.metrics.speech_streams += 1
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        await self.stack.aclose()
+
+    async def _release_voice(self) -> None:
+        assert self.state.voices is not None
+        stale = self.state.voices.release(self.voice)
+        if stale is not None:
+            await self.state.executors.run("audio", remove_dir, stale)
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _audio(job: _SpeechJob) -> AsyncIterator[bytes]:
+    try:
+        async for data in job.chunks():
+            yield data
+    except VoxlaneError as exc:
+        job.state.metrics.stream_errors += 1
+        log.warning("speech stream %s ended early: %s", job.request_id, exc.message)
+        raise  # the connection is cut, so the client sees a truncated body, not a complete one
+
+
+async def _sse(job: _SpeechJob) -> AsyncIterator[str]:
+    try:
+        async for data in job.chunks():
+            yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+        yield _event({"type": "speech.audio.done",
+                      "usage": {"input_tokens": len(job.body.input), "output_tokens": 0,
+                                "total_tokens": len(job.body.input)}})
+    except VoxlaneError as exc:
+        job.state.metrics.stream_errors += 1
+        log.warning("speech stream %s ended early: %s", job.request_id, exc.message)
+        yield _event({"type": "error", **exc.to_json()})
+
+
+def _event(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
