@@ -10,8 +10,11 @@ Contract (same shape as the ASR scheduler; no method blocks or sleeps, time is a
 
 Policy ``deadline`` (earliest deadline first, work-conserving): a stream's first unit is due at its
 arrival (time to first audio); a later unit is due when the audio already sent would run out, that is
-``playback_start + audio_s`` where playback starts when the first unit was delivered. A stream with 10 s
-buffered is due 10 s from now, so a new stream's first unit (due now) goes first.
+``playback_start + audio_s - SAFETY_S`` where playback starts when the first unit was delivered: a started
+stream asks for its next unit while it still has ``SAFETY_S`` of audio left, since a unit takes time to
+synthesise. A stream with 10 s buffered is due 9 s from now, so a new stream's first unit (due now) goes
+first; a started stream about to run dry goes before a new one, so past capacity streams that already
+play keep playing while new streams wait (measured in docs/tts.md).
 Policy ``fifo``: units run in the order their streams arrived (first come, first served), for comparison.
 """
 
@@ -23,6 +26,8 @@ from dataclasses import dataclass, field
 from voxlane.messages import SpeechUnit
 
 ORDERS = ("deadline", "fifo")
+SAFETY_S = 1.0
+"""Audio a started stream should still have buffered when its next unit is due."""
 
 
 @dataclass(eq=False)
@@ -50,7 +55,7 @@ class StreamState:
     def deadline(self) -> float:
         if self.playback_start_s is None:
             return self.arrival_s
-        return self.playback_start_s + self.audio_s
+        return self.playback_start_s + self.audio_s - SAFETY_S
 
 
 class TtsScheduler:

@@ -1,0 +1,158 @@
+"""Voices: upload, list, use, delete, persistence across a restart, deleting a voice under 8 live streams,
+and the event loop staying responsive while 16 streams synthesise."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ServerProcess
+from voxlane.config import default_voice_paths
+
+TEXT = "This sentence is spoken by an uploaded voice. It has a second sentence too, to stream longer."
+
+
+def upload(base_url: str, name: str, model: bytes | None = None, config: bytes | None = None) -> httpx.Response:
+    model_path, config_path = default_voice_paths()
+    files = {
+        "model": ("voice.onnx", model if model is not None else Path(model_path).read_bytes()),
+        "config": ("voice.onnx.json", config if config is not None else Path(config_path).read_bytes()),
+    }
+    return httpx.post(base_url + "/v1/audio/voices", data={"name": name}, files=files, timeout=60)
+
+
+def voice_ids(base_url: str) -> list[str]:
+    return [v["id"] for v in httpx.get(base_url + "/v1/audio/voices").json()["data"]]
+
+
+def speak(base_url: str, voice: str, text: str = TEXT) -> httpx.Response:
+    body = {"model": "piper", "voice": voice, "input": text, "response_format": "pcm"}
+    return httpx.post(base_url + "/v1/audio/speech", json=body, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("voxlane-data")
+
+
+@pytest.fixture(scope="module")
+def voice_server(data_dir: Path):
+    srv = ServerProcess("--data-dir", str(data_dir))
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_upload_list_use_delete_and_restart(data_dir: Path) -> None:
+    srv = ServerProcess("--data-dir", str(data_dir / "restart"))
+    try:
+        srv.wait_ready()
+        response = upload(srv.base_url, "kept")
+        assert response.status_code == 201, response.text
+        assert upload(srv.base_url, "gone").status_code == 201
+        assert voice_ids(srv.base_url) == ["joe", "gone", "kept"]
+        assert len(speak(srv.base_url, "kept").content) > 24000
+        deleted = httpx.delete(srv.base_url + "/v1/audio/voices/gone")
+        assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+        assert speak(srv.base_url, "gone").status_code == 400
+    finally:
+        srv.stop()
+    srv = ServerProcess("--data-dir", str(data_dir / "restart"))
+    try:
+        srv.wait_ready()
+        assert voice_ids(srv.base_url) == ["joe", "kept"]
+        assert len(speak(srv.base_url, "kept").content) > 24000
+        assert len(list((data_dir / "restart" / "voices").glob("*/model.onnx"))) == 1  # the deleted one's files went
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("name, model, config, status, needle", [
+    ("not-onnx", b"this is not an onnx model", None, 400, "does not load as a Piper ONNX voice"),
+    ("bad-config", None, b"{not json", 400, "not a Piper .onnx.json"),
+    ("../escape", None, None, 400, "a voice name is"),
+    ("alloy", None, None, 400, "built-in voice name"),
+])
+def test_bad_uploads_are_rejected_with_the_reason(voice_server, name, model, config, status, needle) -> None:
+    response = upload(voice_server.base_url, name, model, config)
+    assert response.status_code == status, response.text
+    assert needle in response.json()["error"]["message"]
+    assert name not in voice_ids(voice_server.base_url)
+
+
+def test_deleting_unknown_or_builtin_voice_is_a_400(voice_server) -> None:
+    assert httpx.delete(voice_server.base_url + "/v1/audio/voices/nobody").status_code == 400
+    assert httpx.delete(voice_server.base_url + "/v1/audio/voices/joe").status_code == 400
+
+
+def test_delete_a_voice_while_8_streams_use_it(voice_server, data_dir: Path) -> None:
+    assert upload(voice_server.base_url, "busy").status_code == 201
+    text = " ".join([TEXT] * 6)
+    started = threading.Barrier(9)
+    results: list[tuple[int, int]] = []
+
+    def stream() -> None:
+        body = {"model": "piper", "voice": "busy", "input": text, "response_format": "pcm"}
+        with httpx.stream("POST", voice_server.base_url + "/v1/audio/speech", json=body, timeout=300) as response:
+            iterator = response.iter_bytes()
+            first = next(iterator, b"")
+            started.wait(60)
+            total = len(first) + sum(len(c) for c in iterator)
+            results.append((response.status_code, total))
+
+    threads = [threading.Thread(target=stream) for _ in range(8)]
+    for t in threads:
+        t.start()
+    started.wait(120)  # every stream has its first audio
+    assert httpx.delete(voice_server.base_url + "/v1/audio/voices/busy").status_code == 200
+    assert speak(voice_server.base_url, "busy").status_code == 400  # new requests see the deletion at once
+    for t in threads:
+        t.join(300)
+    # In-flight streams finish with the voice they resolved: complete audio, same length for the same text.
+    assert len(results) == 8 and all(status == 200 for status, _ in results)
+    lengths = [n for _, n in results]
+    assert min(lengths) > 0.9 * max(lengths) and min(lengths) / 2 / 24000 > 20
+    assert httpx.get(voice_server.base_url + "/health").status_code == 200
+    assert not list((data_dir / "voices").glob("busy.*")), "the deleted voice's files are removed after its last stream"
+
+
+def _stall_max(base_url: str) -> float:
+    metrics = httpx.get(base_url + "/metrics").text
+    return float(re.search(r"^voxlane_event_loop_stall_max_seconds (\S+)$", metrics, re.M).group(1))
+
+
+def test_event_loop_stays_responsive_under_16_streams(tmp_path: Path) -> None:
+    srv = ServerProcess("--data-dir", str(tmp_path))
+    try:
+        srv.wait_ready()
+        speak(srv.base_url, "joe", "Warm up.")
+        before = _stall_max(srv.base_url)
+        assert before < 0.05, f"the loop already stalled {before * 1000:.0f} ms at start"
+        text = " ".join([TEXT] * 3)
+        statuses: list[int] = []
+
+        def stream(fmt: str) -> None:
+            body = {"model": "piper", "voice": "alloy", "input": text, "response_format": fmt}
+            with httpx.stream("POST", srv.base_url + "/v1/audio/speech", json=body, timeout=300) as response:
+                for _ in response.iter_bytes():
+                    pass
+                statuses.append(response.status_code)
+
+        formats = ["mp3", "opus", "aac", "flac", "wav", "pcm", "mp3", "opus"] * 2
+        threads = [threading.Thread(target=stream, args=(fmt,)) for fmt in formats]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert statuses == [200] * 16
+        stall = _stall_max(srv.base_url)
+        print(f"largest event loop stall under 16 speech streams: {stall * 1000:.1f} ms")
+        assert stall < 0.05
+    finally:
+        srv.stop()
