@@ -119,12 +119,11 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     try:
         _loop(core, inbox, outbox, parent)
     finally:
-        core.shutdown()
-        outbox.put(None)
-        ctx.destroy(linger=0)
-    # Exit now: a batch still running on a worker thread would otherwise hold the interpreter's exit
-    # (it joins non-daemon threads) for seconds, and nothing it computes is wanted any more.
-    os._exit(0)
+        # Exit now, without closing sockets under the IO threads' feet (ZMQ sockets are not thread-safe:
+        # that asserted in signaler.cpp) and without waiting for a batch still running on a worker thread
+        # (the interpreter joins non-daemon threads at exit): nothing it computes is wanted any more.
+        logging.shutdown()
+        os._exit(0)
 
 
 def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | SpeechChunk | None],
