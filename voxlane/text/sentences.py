@@ -2,12 +2,15 @@
 
 A unit is a sentence. A sentence longer than ``max_chars`` is cut at clause boundaries (, ; : and
 dashes), and a clause still too long at the last space before the limit, so no unit takes long to
-synthesise. The first unit sets the time to first audio, so it is kept short: a first sentence longer than
+synthesise.
+
+The first unit sets the time to first audio, so it is kept short: a first sentence longer than
 ``FIRST_MAX_CHARS`` is cut at a clause boundary, else at the word boundary nearest ``FIRST_TARGET_CHARS``,
-giving 0.5-1.3 s of audio (Piper voices speak about 18 characters per second at speed 1, measured in
-docs/tts.md). A first unit shorter than ``FIRST_MIN_CHARS`` (under half a second) is merged with the
-next, so playback does not stutter right after the first sound: the rest of the sentence takes ~0.1 s
-to synthesise, well within the first chunk's playing time.
+giving 0.45-1.1 s of audio (Piper voices speak about 18 characters per second at speed 1, measured in
+docs/tts.md). The rest of that sentence is cut the same way at about twice that, a ramp: each early unit
+synthesises (~0.1 s per second of audio) well within the playing time of the audio before it, even with
+a few streams starting together. A first unit shorter than ``FIRST_MIN_CHARS`` (under half a second) is
+merged with the next, so playback does not stutter right after the first sound.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ _CLAUSE_END = re.compile(r"(?<=[,;:])\s+|\s+(?=-\s)")
 
 MAX_UNIT_CHARS = 300
 FIRST_MIN_CHARS = 8
-FIRST_TARGET_CHARS = 16
-FIRST_MAX_CHARS = 24
+FIRST_TARGET_CHARS = 12
+FIRST_MAX_CHARS = 20
 CHARS_PER_SECOND = 18.0
 _WORD_GAP = re.compile(r"\s+")
 
@@ -85,7 +88,10 @@ def split_units(text: str, max_chars: int = MAX_UNIT_CHARS, first_min_chars: int
     if len(units) >= 2 and len(units[0]) < first_min_chars:
         units[0:2] = [f"{units[0]} {units[1]}"]
     if units:
-        units[0:1] = cut_first(units[0])
+        head = cut_first(units[0])
+        if len(head) == 2:  # a ramp: the second unit about twice the first, so it is ready in time too
+            head[1:] = cut_first(head[1], 2 * FIRST_TARGET_CHARS, FIRST_MIN_CHARS, 2 * FIRST_MAX_CHARS)
+        units[0:1] = head
     return units
 
 
