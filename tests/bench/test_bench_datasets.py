@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from voxlane.bench.datasets import (BUILTIN_SENTENCES, DatasetError, load_audio_dataset, load_text_dataset,
+from voxlane.bench.datasets import (BUILTIN_TEXTS, DatasetError, load_audio_dataset, load_text_dataset,
                                     request_order)
 
 
@@ -58,7 +58,7 @@ def test_hf_dataset_without_the_library_says_how_to_get_it() -> None:
 
 
 def test_text_inputs(tmp_path: Path) -> None:
-    assert [t.text for t in load_text_dataset(None)] == list(BUILTIN_SENTENCES)
+    assert [t.text for t in load_text_dataset(None)] == list(BUILTIN_TEXTS)
     path = tmp_path / "t.txt"
     path.write_text("first line\n\n  second line  \n")
     assert [t.text for t in load_text_dataset(str(path))] == ["first line", "second line"]

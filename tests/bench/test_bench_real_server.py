@@ -19,10 +19,24 @@ def bench(tmp_path: Path, *argv: str) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
+LATENCY_KEYS = {"mean", "median", "std", "p50", "p90", "p95", "p99", "max"}
+HEALTH_KEYS = {"p50", "p95", "p99", "max"}
+
+
+def assert_common_figures(r: dict[str, Any]) -> None:
+    for key in ("completed", "failed", "errors", "duration_s", "request_throughput", "server_ready"):
+        assert key in r
+    assert set(r["e2el_ms"]) == LATENCY_KEYS and all(v is not None for v in r["e2el_ms"].values())
+    if r["health"] is not None:
+        assert set(r["health"]["latency_ms"]) == HEALTH_KEYS and "failures" in r["health"]
+    assert {"cpu_s", "cpu_per_request_ms", "cpu_share_of_wall"} <= set(r["client"])
+
+
 def test_transcription_against_voxlane(server: Any, tiny_dataset: Path, tmp_path: Path) -> None:
     r = bench(tmp_path, "serve", "--base-url", server.base_url, "--dataset", str(tiny_dataset), "--num-prompts", "3",
               "--max-concurrency", "2", "--save-detailed")
     assert (r["completed"], r["failed"]) == (3, 0)
+    assert_common_figures(r)
     assert r["rtfx"] > 0 and r["request_throughput"] > 0 and r["e2el_ms"]["p99"] >= r["e2el_ms"]["median"] > 0
     assert r["wer_requests"] == 3 and 0 <= r["wer"] < 0.5  # tiny.en on clean short speech
     assert r["health"]["failures"] == 0 and r["health"]["latency_ms"]["p50"] > 0
@@ -33,6 +47,8 @@ def test_streaming_transcription_against_voxlane(server: Any, tiny_dataset: Path
     r = bench(tmp_path, "serve", "--base-url", server.base_url, "--dataset", str(tiny_dataset), "--num-prompts", "2",
               "--max-concurrency", "2", "--extra-body", '{"stream": true}', "--probe-health", "none")
     assert (r["completed"], r["failed"]) == (2, 0)
+    assert_common_figures(r)
+    assert set(r["ttft_ms"]) == LATENCY_KEYS and set(r["itl_ms"] or LATENCY_KEYS) == LATENCY_KEYS
     assert 0 < r["ttft_ms"]["median"] <= r["e2el_ms"]["max"]
     assert r["wer"] < 0.5 and r["health"] is None
 
@@ -45,6 +61,11 @@ def test_speech_against_voxlane_with_asr_check(server: Any, tmp_path: Path) -> N
     r = bench(tmp_path, "serve", "--backend", "openai-audio-speech", "--base-url", server.base_url,
               "--num-prompts", "2", "--max-concurrency", "2", "--asr-check-url", server.base_url)
     assert (r["completed"], r["failed"]) == (2, 0), r["errors"]
+    assert_common_figures(r)
+    assert set(r["ttfp_ms"]) == LATENCY_KEYS
+    for key in ("underruns_total", "underruns_per_stream", "total_stall_ms", "max_stall_ms", "smooth_share",
+                "underrun_share", "stall_threshold_ms"):
+        assert key in r["continuity"]
     assert r["output_audio_s"] > 1 and r["audio_s_per_wall_s"] > 0
     assert 0 < r["ttfp_ms"]["median"] <= r["e2el_ms"]["max"]
     assert r["rtf"]["median"] > 0

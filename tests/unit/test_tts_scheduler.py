@@ -72,3 +72,82 @@ def test_last_unit_forgets_the_stream() -> None:
     s.add(unit("a", 0, last=True), now=0.0)
     run_one(s, 0.0, 1.0)
     assert s.stream_count == 0
+
+
+def ids_unit(request_id: str, index: int, ids: int, last: bool = False) -> UnitWork:
+    return UnitWork(SpeechUnit(request_id, index, last, "m.onnx", "m.onnx.json", [1] * ids, 1.0, 0.667, 0.8))
+
+
+def test_new_stream_does_not_delay_an_at_risk_started_stream() -> None:
+    s = TtsScheduler("deadline")
+    s.add(ids_unit("playing", 0, 30), now=0.0)
+    s.add(ids_unit("playing", 1, 100, last=True), now=0.0)
+    first = s.next_unit(0.0)
+    s.done(first.request_id, 1.0, now=0.1)  # 1 s of audio delivered at 0.1: the player runs dry at 1.1
+    s.add(ids_unit("new", 0, 30, last=True), now=0.7)
+    # At 0.7 'playing' has 0.4 s left, its next unit takes ~0.3 s: a new first unit before it would stall it.
+    assert s.next_unit(0.7).request_id == "playing"
+
+
+def test_under_light_load_a_new_streams_first_unit_goes_first() -> None:
+    s = TtsScheduler("deadline")
+    s.add(ids_unit("playing", 0, 30), now=0.0)
+    s.add(ids_unit("playing", 1, 100, last=True), now=0.0)
+    first = s.next_unit(0.0)
+    s.done(first.request_id, 1.0, now=0.1)
+    s.add(ids_unit("new", 0, 30, last=True), now=0.15)
+    # 'playing' has 0.95 s left and needs ~0.3 s: there is time for the new stream's first sound first.
+    assert s.next_unit(0.15).request_id == "new"
+
+
+def test_fifo_and_admission_keep_their_order_for_the_first_units_of_new_streams() -> None:
+    s = TtsScheduler("deadline")
+    for rid in ("a", "b", "c"):
+        s.add(ids_unit(rid, 0, 30, last=True), now=0.0)
+    assert [run_one(s, 0.0, 1.0).request_id for _ in range(3)] == ["a", "b", "c"]
+
+
+def simulate(order: str, streams: int, units: int, rtf: float) -> dict[str, tuple[float, int, float]]:
+    """All streams arrive at 0; every unit is 2 s of audio (the first 1 s) and takes ``rtf`` x its audio
+    to synthesise on the one speech thread. Returns per stream: (time to first audio, stalls, stall s)
+    of a player that starts at the first unit and plays in real time."""
+    s = TtsScheduler(order)
+    for n in range(streams):
+        for i in range(units):
+            s.add(ids_unit(f"s{n}", i, 20 if i == 0 else 40, last=i == units - 1), now=0.0)
+    now = 0.0
+    arrivals: dict[str, list[tuple[float, float]]] = {}
+    while (work := s.next_unit(now)) is not None:
+        audio = 1.0 if work.msg.index == 0 else 2.0
+        now += audio * rtf
+        s.done(work.request_id, audio, now, last=work.msg.last)
+        got = arrivals.setdefault(work.request_id, [])
+        got.append((now, (got[-1][1] if got else 0.0) + audio))
+    out = {}
+    for rid, got in arrivals.items():
+        start, buffered = got[0]
+        stalled, count = 0.0, 0
+        for t, cumulative in got[1:]:
+            if t - start - stalled > buffered + 1e-9:
+                count += 1
+                stalled += t - start - stalled - buffered
+            buffered = cumulative
+        out[rid] = (start, count, stalled)
+    return out
+
+
+def test_under_capacity_no_stream_stalls_and_all_start_at_once() -> None:
+    result = simulate("deadline", streams=4, units=8, rtf=0.1)  # demand 0.4 of the thread
+    assert all(stalls == 0 for _, stalls, _ in result.values())
+    starts = sorted(start for start, _, _ in result.values())
+    assert starts[1] <= 0.2 and starts[-1] < 1.0  # first sounds come at once, the 4th after a second unit
+
+
+def test_past_capacity_started_streams_keep_playing_while_new_ones_wait() -> None:
+    # 12 streams at RTF 0.25: the thread can keep about 4 playing. Admission keeps the started ones whole
+    # and makes the later ones wait for their first sound instead.
+    result = simulate("deadline", streams=12, units=8, rtf=0.25)
+    assert sum(stalls for _, stalls, _ in result.values()) == 0
+    starts = sorted(start for start, _, _ in result.values())
+    assert starts[1] < 2.0  # the first streams start at once
+    assert starts[-1] > 20.0  # the last ones wait for streams to finish

@@ -35,9 +35,32 @@ def test_long_sentence_is_cut_at_clauses_then_spaces() -> None:
 
 
 def test_very_short_first_unit_is_merged_with_the_next() -> None:
-    assert split_units("Hi. This is the second sentence. And a third.") == [
-        "Hi. This is the second sentence.", "And a third."]
+    assert split_units("Hi. Thanks. And a third sentence.") == ["Hi. Thanks.", "And a third sentence."]
     assert split_units("Hello there. Second.") == ["Hello there.", "Second."]
+
+
+def test_first_sentence_is_cut_short_for_a_quick_first_sound() -> None:
+    # 0.5-1 s of audio first (time to first audio), the rest of the sentence next; later sentences whole.
+    assert split_units("The weather today is sunny with a light breeze. Later it rains, they say.") == [
+        "The weather", "today is sunny with a light breeze.", "Later it rains, they say."]
+    # The rest of a long first sentence is cut again at about twice the first unit (a ramp).
+    assert split_units("The old lighthouse stood at the edge of the cliff, watching over the harbour.") == [
+        "The old lighthouse", "stood at the edge of the cliff,", "watching over the harbour."]
+    # A clause boundary in reach is preferred to a word boundary.
+    assert split_units("Well, my friend, the weather today is sunny with a light breeze.")[0] == "Well, my friend,"
+    # A first sentence that is short already, or cannot be cut with 8+ characters each side, stays whole.
+    assert split_units("Hello there, you.") == ["Hello there, you."]
+    assert split_units("Incomprehensibilities abound.") == ["Incomprehensibilities abound."]
+
+
+def test_first_unit_is_half_a_second_to_a_second_and_a_bit_of_audio() -> None:
+    from voxlane.text.sentences import CHARS_PER_SECOND, FIRST_MAX_CHARS, FIRST_MIN_CHARS
+
+    text = ("The old lighthouse stood at the edge of the cliff, watching over the harbour. Every night its lamp "
+            "turned slowly.")
+    first = split_units(text)[0]
+    assert FIRST_MIN_CHARS <= len(first) <= FIRST_MAX_CHARS
+    assert 0.4 <= len(first) / CHARS_PER_SECOND <= 1.2
 
 
 def test_phoneme_ids_of_the_bundled_voice() -> None:

@@ -3,7 +3,7 @@
 Audio (transcription): ``FILE.jsonl`` (``audio``, ``text``, ``duration_s``; paths relative to the file),
 a directory of audio files with optional same-name ``.txt`` references, or ``hf:NAME[:split]`` from the
 local cache of the ``datasets`` library. Text (speech): ``FILE.txt`` (one input per line) or the built-in
-sentences. Every problem is a :class:`DatasetError` whose message says what to pass instead.
+paragraphs. Every problem is a :class:`DatasetError` whose message says what to pass instead.
 """
 
 from __future__ import annotations
@@ -17,19 +17,30 @@ from typing import Sequence
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".mp4", ".webm", ".aac")
 
-BUILTIN_SENTENCES = (
-    "The quick brown fox jumps over the lazy dog.",
-    "Please call Stella and ask her to bring these things with her from the store.",
-    "A rainbow is a division of white light into many beautiful colors.",
-    "We will meet at the station at half past nine, unless the train is late again.",
-    "Speech synthesis turns written text into audio that sounds like a human voice.",
-    "She sells sea shells by the sea shore, and the shells she sells are surely sea shells.",
-    "The benchmark measures how quickly the first audio arrives and whether playback ever stalls.",
-    "In the morning the city was quiet, and only the sound of a distant bell carried over the roofs.",
-    "Open the window, let in some fresh air, and then we can get back to work.",
-    "It was the best of times, it was the worst of times, it was the age of wisdom.",
-    "How much wood would a woodchuck chuck if a woodchuck could chuck wood?",
-    "Remember to save your work often, because computers tend to crash at the worst possible moment.",
+# Built-in speech inputs: short paragraphs of two to four sentences, so that a server that streams sentence
+# by sentence has something to stream, and continuity is measured across sentence boundaries.
+BUILTIN_TEXTS = (
+    "The quick brown fox jumps over the lazy dog. It does this every morning, before the farmer wakes up.",
+    "Please call Stella. Ask her to bring these things with her from the store: six spoons of fresh snow peas, "
+    "five thick slabs of blue cheese, and maybe a snack for her brother Bob.",
+    "A rainbow is a division of white light into many beautiful colors. These take the shape of a long round arch, "
+    "with its path high above, and its two ends apparently beyond the horizon.",
+    "We will meet at the station at half past nine. If the train is late again, wait for me in the cafe. "
+    "I will bring the tickets.",
+    "Speech synthesis turns written text into audio. A good system sounds natural, starts speaking quickly, "
+    "and never leaves the listener waiting in the middle of a sentence.",
+    "She sells sea shells by the sea shore. The shells she sells are surely sea shells. So if she sells shells on "
+    "the sea shore, I am sure she sells sea shore shells.",
+    "The benchmark measures how quickly the first audio arrives. Then it checks whether playback would ever stall, "
+    "as if a real listener were on the other end.",
+    "In the morning the city was quiet. Only the sound of a distant bell carried over the roofs. By noon, the "
+    "streets were full of people again.",
+    "Open the window and let in some fresh air. Then we can get back to work, and finish the report before lunch.",
+    "It was the best of times, it was the worst of times. It was the age of wisdom, it was the age of foolishness.",
+    "How much wood would a woodchuck chuck, if a woodchuck could chuck wood? Nobody knows for sure. Some say it "
+    "would chuck as much as it could.",
+    "Remember to save your work often. Computers tend to crash at the worst possible moment, usually right before "
+    "a deadline.",
 )
 
 
@@ -74,13 +85,13 @@ def load_audio_dataset(spec: str, *, min_duration_s: float = 0.0,
 
 def load_text_dataset(spec: str | None) -> list[TextSample]:
     if spec is None or spec == "builtin":
-        return [TextSample(t) for t in BUILTIN_SENTENCES]
+        return [TextSample(t) for t in BUILTIN_TEXTS]
     path = Path(spec).expanduser()
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(f"--dataset {spec!r}: cannot read it ({exc}); for speech pass a UTF-8 text file with "
-                           "one input per line, or leave --dataset out for the built-in sentences") from None
+                           "one input per line, or leave --dataset out for the built-in paragraphs") from None
     texts = [TextSample(line.strip()) for line in lines if line.strip()]
     if not texts:
         raise DatasetError(f"--dataset {spec!r} has no non-empty lines")

@@ -98,7 +98,7 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
     d = parser.add_argument_group("dataset")
     d.add_argument("--dataset", help="transcription: FILE.jsonl (audio, text, duration_s), a DIR of audio files with "
                                      "optional same-name .txt references, or hf:NAME[:split] (local cache only); "
-                                     "speech: FILE.txt (one input per line) or leave out for built-in sentences")
+                                     "speech: FILE.txt (one input per line) or leave out for the built-in paragraphs")
     d.add_argument("--min-duration-s", type=float, default=0.0, help="skip audio shorter than this (default: 0)")
     d.add_argument("--max-duration-s", type=float, default=math.inf, help="skip audio longer than this (default: inf)")
     d.add_argument("--num-prompts", type=int,

@@ -1,4 +1,4 @@
-"""Ordering speech units by playback deadline.
+"""Ordering speech units: playback deadlines plus admission of new streams.
 
 Contract (same shape as the ASR scheduler; no method blocks or sleeps, time is always an argument):
 - ``add(work, now)`` queues a unit; units of one stream arrive in index order.
@@ -8,18 +8,30 @@ Contract (same shape as the ASR scheduler; no method blocks or sleeps, time is a
 - ``done(request_id, audio_s, now)`` reports that a stream's running unit produced ``audio_s`` seconds.
 - ``abort(request_id)`` forgets a stream; idempotent.
 
-Policy ``deadline`` (earliest deadline first, work-conserving): a stream's first unit is due at its
-arrival (time to first audio); a later unit is due when the audio already sent would run out, that is
-``playback_start + audio_s - SAFETY_S`` where playback starts when the first unit was delivered: a started
-stream asks for its next unit while it still has ``SAFETY_S`` of audio left, since a unit takes time to
-synthesise. A stream with 10 s buffered is due 9 s from now, so a new stream's first unit (due now) goes
-first; a started stream about to run dry goes before a new one, so past capacity streams that already
-play keep playing while new streams wait (measured in docs/tts.md).
+Policy ``deadline``. A stream is *started* once its first unit is delivered (the client's player starts
+then); its player runs dry at ``playback_start + audio_s``, and its next unit is due ``SAFETY_S`` before
+that. The unit to run next is:
+
+1. the first unit of a new stream (in arrival order) if the new stream is *admissible*: playing the
+   queued work forward (``admissible``) shows that starting it now leaves every started stream, and the
+   new one, its next units in time. Under capacity this holds, so a new stream gets its first audio at
+   once, ahead of started streams that have audio to spare;
+2. otherwise the head of the started stream with the earliest deadline (units run to their end, so a
+   started stream about to run dry is never held up by a new stream's first unit; when all are safe
+   this works ahead and builds their buffers);
+3. otherwise (only new streams wait) the oldest new stream: the thread never idles.
+
+Past capacity, started streams therefore keep playing and run ahead until they have buffered enough or
+finished, and only then does a waiting stream start: the wait moves to new streams' time to first audio
+(measured in docs/tts.md). Synthesis time and audio length per phoneme id are learnt from
+``next_unit``/``done`` times, so the estimate follows the voice, the speed and the machine's load.
+
 Policy ``fifo``: units run in the order their streams arrived (first come, first served), for comparison.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -27,7 +39,16 @@ from voxlane.messages import SpeechUnit
 
 ORDERS = ("deadline", "fifo")
 SAFETY_S = 1.0
-"""Audio a started stream should still have buffered when its next unit is due."""
+"""Audio a started stream should still have buffered when its next unit is due (its EDF key)."""
+RISK_MARGIN_S = 0.3
+"""Audio a stream must still have when its next unit is estimated to finish, for a new stream to start."""
+COST_HEADROOM = 1.25
+"""Estimated synthesis times are stretched by this much when deciding whether a new stream fits."""
+INITIAL_S_PER_ID = 0.003
+INITIAL_AUDIO_PER_ID_S = 0.028
+"""Guesses before the first unit is measured (Piper medium, one onnxruntime thread: ~2.4 ms of
+synthesis and ~28 ms of audio per phoneme id, RTF ~0.1)."""
+_LEARN = 0.3
 
 
 @dataclass(eq=False)
@@ -46,11 +67,16 @@ class StreamState:
     arrival_s: float
     seq: int
     units: deque[UnitWork] = field(default_factory=deque)
-    running: bool = False
+    running: UnitWork | None = None
+    running_since_s: float = 0.0
     playback_start_s: float | None = None
     """When the first unit's audio was delivered (the client's player starts then)."""
     audio_s: float = 0.0
     """Seconds of audio delivered so far."""
+
+    @property
+    def started(self) -> bool:
+        return self.playback_start_s is not None
 
     def deadline(self) -> float:
         if self.playback_start_s is None:
@@ -66,6 +92,10 @@ class TtsScheduler:
         self._streams: dict[str, StreamState] = {}
         self._seq = 0
         self._queued = 0
+        self.s_per_id = INITIAL_S_PER_ID
+        """Seconds of synthesis per phoneme id, smoothed over the last units."""
+        self.audio_per_id_s = INITIAL_AUDIO_PER_ID_S
+        """Seconds of audio per phoneme id (depends on the voice and the speed), smoothed likewise."""
 
     def __len__(self) -> int:
         """Units waiting (not running)."""
@@ -87,31 +117,74 @@ class TtsScheduler:
         self._queued -= len(stream.units)
         return len(stream.units)
 
-    def _key(self, stream: StreamState) -> tuple[float, int, int]:
-        if self.order == "fifo":
-            return (stream.seq, stream.units[0].msg.index, 0)
-        return (stream.deadline(), stream.seq, stream.units[0].msg.index)
+    def cost_s(self, work: UnitWork) -> float:
+        """Estimated synthesis time of a unit."""
+        return len(work.msg.phoneme_ids) * self.s_per_id
 
     def next_unit(self, now: float) -> UnitWork | None:
-        best: StreamState | None = None
-        best_key: tuple[float, int, int] | None = None
-        for stream in self._streams.values():
-            if stream.running or not stream.units:
-                continue
-            key = self._key(stream)
-            if best_key is None or key < best_key:
-                best, best_key = stream, key
-        if best is None:
+        ready = [s for s in self._streams.values() if s.running is None and s.units]
+        if not ready:
             return None
-        best.running = True
+        if self.order == "fifo":
+            best = min(ready, key=lambda s: s.seq)
+        else:
+            best = self._pick(ready, now)
+        work = best.units.popleft()
+        best.running, best.running_since_s = work, now
         self._queued -= 1
-        return best.units.popleft()
+        return work
+
+    def _pick(self, ready: list[StreamState], now: float) -> StreamState:
+        started = sorted((s for s in ready if s.started), key=lambda s: (s.deadline(), s.seq))
+        new = min((s for s in ready if not s.started), key=lambda s: s.seq, default=None)
+        if new is not None and (not started or self.admissible(new, now)):
+            return new
+        if started:
+            return started[0]  # earliest deadline first; also working ahead when all are safe
+        return new  # type: ignore[return-value]  # only new streams wait: never idle
+
+    def admissible(self, new: StreamState, now: float) -> bool:
+        """Whether ``new`` can start now without making any started stream (or itself) stall.
+
+        Plays the rest forward with the estimated costs (times ``COST_HEADROOM``): ``new``'s first unit
+        now, then every queued unit of the started streams and of ``new`` in deadline order, one at a
+        time and each to its end, as ``next_unit`` would run them with no further arrivals. Admissible
+        if each unit would finish ``RISK_MARGIN_S`` before its player runs dry. Under capacity that
+        holds, so a new stream starts at once; past it, a new stream waits until the started ones have
+        run far enough ahead (or finished), which is what keeps them playing."""
+        t = now + self.cost_s(new.units[0]) * COST_HEADROOM
+        plans: list[tuple[float, int, deque[UnitWork]]] = []
+        for stream in self._streams.values():
+            if stream.started and stream.units and stream is not new:
+                assert stream.playback_start_s is not None
+                plans.append((stream.playback_start_s + stream.audio_s, stream.seq, deque(stream.units)))
+        if len(new.units) > 1:
+            plans.append((t + self.audio_estimate_s(new.units[0]), new.seq, deque(list(new.units)[1:])))
+        heapq.heapify(plans)
+        while plans:
+            runs_dry_s, seq, units = heapq.heappop(plans)
+            unit = units.popleft()
+            t += self.cost_s(unit) * COST_HEADROOM
+            if t > runs_dry_s - RISK_MARGIN_S:
+                return False
+            if units:
+                heapq.heappush(plans, (runs_dry_s + self.audio_estimate_s(unit), seq, units))
+        return True
+
+    def audio_estimate_s(self, work: UnitWork) -> float:
+        return len(work.msg.phoneme_ids) * self.audio_per_id_s
 
     def done(self, request_id: str, audio_s: float, now: float, last: bool = False) -> None:
         stream = self._streams.get(request_id)
         if stream is None:
             return  # aborted while running
-        stream.running = False
+        work, stream.running = stream.running, None
+        if work is not None and audio_s > 0:
+            elapsed = max(0.0, now - stream.running_since_s)
+            if work.msg.phoneme_ids:
+                ids = len(work.msg.phoneme_ids)
+                self.s_per_id += _LEARN * (elapsed / ids - self.s_per_id)
+                self.audio_per_id_s += _LEARN * (audio_s / ids - self.audio_per_id_s)
         if stream.playback_start_s is None:
             stream.playback_start_s = now
         stream.audio_s += audio_s

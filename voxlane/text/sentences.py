@@ -2,9 +2,15 @@
 
 A unit is a sentence. A sentence longer than ``max_chars`` is cut at clause boundaries (, ; : and
 dashes), and a clause still too long at the last space before the limit, so no unit takes long to
-synthesise. A first unit shorter than ``first_min_chars`` (about half a second of speech: Piper voices
-speak about 14 characters per second at speed 1, measured in docs/tts.md) is merged with the next, so
-playback does not stutter right after the first sound.
+synthesise.
+
+The first unit sets the time to first audio, so it is kept short: a first sentence longer than
+``FIRST_MAX_CHARS`` is cut at a clause boundary, else at the word boundary nearest ``FIRST_TARGET_CHARS``,
+giving 0.45-1.1 s of audio (Piper voices speak about 18 characters per second at speed 1, measured in
+docs/tts.md). The rest of that sentence is cut the same way at about twice that, a ramp: each early unit
+synthesises (~0.1 s per second of audio) well within the playing time of the audio before it, even with
+a few streams starting together. A first unit shorter than ``FIRST_MIN_CHARS`` (under half a second) is
+merged with the next, so playback does not stutter right after the first sound.
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ _CLAUSE_END = re.compile(r"(?<=[,;:])\s+|\s+(?=-\s)")
 
 MAX_UNIT_CHARS = 300
 FIRST_MIN_CHARS = 8
-CHARS_PER_SECOND = 14.0
+FIRST_TARGET_CHARS = 12
+FIRST_MAX_CHARS = 20
+CHARS_PER_SECOND = 18.0
+_WORD_GAP = re.compile(r"\s+")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -78,4 +87,25 @@ def split_units(text: str, max_chars: int = MAX_UNIT_CHARS, first_min_chars: int
     units = [piece for sentence in split_sentences(text) for piece in split_long(sentence, max_chars)]
     if len(units) >= 2 and len(units[0]) < first_min_chars:
         units[0:2] = [f"{units[0]} {units[1]}"]
+    if units:
+        head = cut_first(units[0])
+        if len(head) == 2:  # a ramp: the second unit about twice the first, so it is ready in time too
+            head[1:] = cut_first(head[1], 2 * FIRST_TARGET_CHARS, FIRST_MIN_CHARS, 2 * FIRST_MAX_CHARS)
+        units[0:1] = head
     return units
+
+
+def cut_first(unit: str, target: int = FIRST_TARGET_CHARS, low: int = FIRST_MIN_CHARS,
+              high: int = FIRST_MAX_CHARS) -> list[str]:
+    """Cut a stream's first unit so its head is ``low``..``high`` characters: at the clause (or sentence)
+    end nearest ``target`` if there is one, else at the word boundary nearest ``target``. The tail must
+    keep at least ``low`` characters; a unit that cannot be cut so is returned whole."""
+    if len(unit) <= high:
+        return [unit]
+    for pattern in (_CLAUSE_END, _SENTENCE_END, _WORD_GAP):
+        cuts = [m for m in pattern.finditer(unit)
+                if low <= m.start() <= high and len(unit) - m.end() >= low]
+        if cuts:
+            best = min(cuts, key=lambda m: abs(m.start() - target))
+            return [unit[:best.start()].strip(), unit[best.end():].strip()]
+    return [unit]
