@@ -89,26 +89,12 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     outbox: queue.Queue[EngineOutput | SpeechChunk | None] = queue.Queue()
     threading.Thread(target=_output_thread, args=(out_sock, outbox), name="voxlane-engine-out", daemon=True).start()
     try:
-        from voxlane.runners.whisper import WhisperRunner
-
-        runner = WhisperRunner.load(config)
+        runner, tts_runner = _load_runners(config)
     except Exception as exc:
-        log.exception("could not load the model from %s", config.model_path)
-        outbox.put(EngineFailed(f"could not load the Whisper model from {config.model_path}: {exc}"))
+        log.exception("could not load the models")
+        outbox.put(EngineFailed(str(exc)))
         outbox.put(None)
-        time.sleep(0.5)
-        return
-    try:
-        from voxlane.runners.piper import PiperRunner
-
-        tts_runner = PiperRunner(config.tts_threads, config.tts_max_loaded_voices)
-        if config.tts_preload is not None:
-            tts_runner.voice(*config.tts_preload)
-    except Exception as exc:
-        log.exception("could not load the speech voice %s", config.tts_preload)
-        outbox.put(EngineFailed(f"could not load the Piper voice {config.tts_preload}: {exc}"))
-        outbox.put(None)
-        time.sleep(0.5)
+        time.sleep(0.5)  # let the output thread send the reason
         return
     core = EngineCore(runner, config, on_batch_done=lambda: inbox.put(_WAKE), tts_runner=tts_runner)
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
@@ -124,6 +110,24 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         # (the interpreter joins non-daemon threads at exit): nothing it computes is wanted any more.
         logging.shutdown()
         os._exit(0)
+
+
+def _load_runners(config: EngineConfig) -> tuple[Any, Any]:
+    """Both runners, or an exception whose message tells the operator which model failed and why."""
+    from voxlane.runners.piper import PiperRunner
+    from voxlane.runners.whisper import WhisperRunner
+
+    try:
+        runner = WhisperRunner.load(config)
+    except Exception as exc:
+        raise RuntimeError(f"could not load the Whisper model from {config.model_path}: {exc}") from exc
+    try:
+        tts_runner = PiperRunner(config.tts_threads, config.tts_max_loaded_voices)
+        if config.tts_preload is not None:
+            tts_runner.voice(*config.tts_preload)
+    except Exception as exc:
+        raise RuntimeError(f"could not load the Piper voice {config.tts_preload}: {exc}") from exc
+    return runner, tts_runner
 
 
 def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | SpeechChunk | None],
