@@ -151,3 +151,14 @@ def test_past_capacity_started_streams_keep_playing_while_new_ones_wait() -> Non
     starts = sorted(start for start, _, _ in result.values())
     assert starts[1] < 2.0  # the first streams start at once
     assert starts[-1] > 20.0  # the last ones wait for streams to finish
+
+
+def test_a_stream_that_would_stall_even_alone_is_not_held_back_for_it() -> None:
+    s = TtsScheduler("deadline")
+    s.add(ids_unit("playing", 0, 30), now=0.0)
+    s.add(ids_unit("playing", 1, 100, last=True), now=0.0)
+    first = s.next_unit(0.0)
+    s.done(first.request_id, 10.0, now=0.1)  # 'playing' has 10 s to play: time for anything below
+    s.add(ids_unit("odd", 0, 10), now=0.1)  # ~0.3 s of audio, then a unit that takes ~1 s to synthesise
+    s.add(ids_unit("odd", 1, 330, last=True), now=0.1)
+    assert s.next_unit(0.1).request_id == "odd"  # it will stutter once whatever the order; start it now
