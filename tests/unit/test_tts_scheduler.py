@@ -100,7 +100,7 @@ def test_under_light_load_a_new_streams_first_unit_goes_first() -> None:
     assert s.next_unit(0.15).request_id == "new"
 
 
-def test_fifo_and_admission_keep_their_order_for_the_first_units_of_new_streams() -> None:
+def test_new_streams_start_in_arrival_order() -> None:
     s = TtsScheduler("deadline")
     for rid in ("a", "b", "c"):
         s.add(ids_unit(rid, 0, 30, last=True), now=0.0)
