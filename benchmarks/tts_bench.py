@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -123,9 +124,13 @@ def main() -> None:
               "stall s (total) | streams with a stall |",
               "|---|---|---|---|---|---|---|---|---|"]
     rows = []
+    loads = [os.getloadavg()[0]]
     for order in args.orders:
         rows += asyncio.run(bench_order(order, args.concurrency, args.server_flags.split()))
+        loads.append(os.getloadavg()[0])
     print("\n".join(header + rows))
+    # The CPU is shared: say how busy the machine was, so runs can be compared.
+    print(f"load average (1 min) at start and after each order: {', '.join(f'{x:.1f}' for x in loads)}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ time. ``voxlane bench`` runs in-process through ``voxlane.cli.main``."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -104,14 +106,30 @@ class FakeServer:
         n_chunks = round(b.speech_audio_s / b.speech_chunk_s)
         chunk = b"\x00\x01" * round(PCM_RATE * b.speech_chunk_s)
 
+        wav = body.get("response_format") == "wav"
+        sse = body.get("stream_format") == "sse"
+
         async def audio() -> AsyncIterator[bytes]:
             start = time.perf_counter()
             for k in range(n_chunks):
                 wait = start + k * b.speech_chunk_s / b.speech_speed - time.perf_counter()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                yield chunk
-        return StreamingResponse(audio(), media_type="audio/pcm")
+                data = (_streaming_wav_header() if wav and k == 0 else b"") + chunk
+                if sse:
+                    event = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}
+                    yield f"data: {json.dumps(event)}\n\n".encode()
+                else:
+                    yield data
+            if sse:
+                yield b'data: {"type": "speech.audio.done"}\n\n'
+        return StreamingResponse(audio(), media_type="text/event-stream" if sse else "audio/pcm")
+
+
+def _streaming_wav_header() -> bytes:
+    """A 16-bit mono wav header whose sizes are unknown (0xFFFFFFFF), as streaming servers send it."""
+    return (b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, PCM_RATE,
+            2 * PCM_RATE, 2, 16) + b"data" + struct.pack("<I", 0xFFFFFFFF))
 
 
 @pytest.fixture(scope="module")

@@ -80,6 +80,15 @@ def test_speech_at_half_real_time_stalls(fake: Any, tmp_path: Path) -> None:
     assert r["rtf"]["median"] == pytest.approx(1.8, abs=0.5)  # 1 s of audio, last chunk sent at 1.8 s
 
 
+@pytest.mark.parametrize("extra", ['{"response_format": "wav"}', '{"stream_format": "sse"}'])
+def test_speech_as_streamed_wav_or_sse_events(fake: Any, tmp_path: Path, extra: str) -> None:
+    fake.behaviour.speech_speed = 2.0
+    rc, r = bench(tmp_path, *speech(fake, "--extra-body", extra))
+    assert rc == 0 and r["completed"] == 3
+    assert r["output_audio_s"] == pytest.approx(3.0)  # the wav header is not audio
+    assert r["continuity"]["streams"] == 3 and r["continuity"]["underruns_total"] == 0
+
+
 def test_server_answering_500_is_counted_not_fatal(fake: Any, tiny_dataset: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     fake.behaviour.status = 500

@@ -75,8 +75,10 @@ def test_speech_against_voxlane_with_asr_check(server: Any, tmp_path: Path) -> N
 
 
 def test_engine_ceiling(tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    r = bench(tmp_path, "engine", "--dataset", str(tiny_dataset), "--batch-sizes", "1,2", "--engine-threads", "1")
-    assert [p["batch_size"] for p in r["passes"]] == [1, 2]
+    r = bench(tmp_path, "engine", "--dataset", str(tiny_dataset), "--batch-sizes", "1,2", "--engine-threads", "1",
+              "--repeats", "2")
+    assert [(p["round"], p["batch_size"]) for p in r["passes"]] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert [b["batch_size"] for b in r["per_batch_size"]] == [1, 2]
     for p in r["passes"]:
         assert p["windows"] == 2 and p["runner_rtfx"] >= p["rtfx"] > 0 and p["wer"] < 0.5
     assert r["best_batch_size"] in (1, 2) and r["rtfx"] == max(p["rtfx"] for p in r["passes"])

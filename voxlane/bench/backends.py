@@ -104,6 +104,11 @@ def _timeout(spec: RequestSpec) -> httpx.Timeout:
     return httpx.Timeout(spec.timeout_s, connect=min(spec.timeout_s, 10.0))
 
 
+def _exception_text(exc: Exception) -> str:
+    detail = str(exc)
+    return (f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)[:MAX_ERROR_CHARS]
+
+
 def _error_text(status: int, body: bytes) -> str:
     return f"HTTP {status}: {body.decode('utf-8', 'replace')[:MAX_ERROR_CHARS]}"
 
@@ -164,8 +169,8 @@ async def transcribe(client: httpx.AsyncClient, spec: RequestSpec, prepared: Pre
                 body = await response.aread()
                 out.text = _transcript_text(body, response.headers.get("content-type", ""))
                 out.success = True
-    except (httpx.HTTPError, ValueError, KeyError) as exc:
-        out.error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS] or type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - whatever goes wrong is this request's failure, not the run's
+        out.error = _exception_text(exc)
         out.success = False
     out.end_s = time.perf_counter()
     return out
@@ -246,8 +251,8 @@ async def synthesise(client: httpx.AsyncClient, spec: RequestSpec, prepared: Pre
                         out.error = "the response held no audio"
                     if spec.keep_audio:
                         out.audio = decoder.as_wav()
-    except (httpx.HTTPError, ValueError, KeyError, struct.error) as exc:
-        out.error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS] or type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - whatever goes wrong is this request's failure, not the run's
+        out.error = _exception_text(exc)
         out.success = False
     out.end_s = time.perf_counter()
     return out

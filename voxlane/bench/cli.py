@@ -69,6 +69,8 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
                              "--split-search-s' (default: the server's default)")
     engine.add_argument("--batch-sizes", default="1,2,4,8", metavar="N,N,...",
                         help="batch sizes to try, one pass each (default: 1,2,4,8)")
+    engine.add_argument("--repeats", type=int, default=1,
+                        help="rounds over all batch sizes, interleaved; the ceiling is the best pass (default: 1)")
     engine.add_argument("--save-result", action="store_true", help="write the figures as JSON")
     engine.add_argument("--result-dir", default=".", help="directory of the JSON (default: .)")
     engine.add_argument("--result-filename", help="JSON file name (default: engine-YYYYMMDD-HHMMSS.json)")
@@ -140,15 +142,15 @@ def _engine(args: argparse.Namespace) -> int:
         raise ValueError(f"--batch-sizes: {exc}") from None
     if args.num_prompts is not None and args.num_prompts < 1:
         raise ValueError("--num-prompts must be at least 1")
-    if args.engine_threads < 1 or args.beam_size < 1:
-        raise ValueError("--engine-threads and --beam-size must be at least 1")
+    if args.engine_threads < 1 or args.beam_size < 1 or args.repeats < 1:
+        raise ValueError("--engine-threads, --beam-size and --repeats must be at least 1")
     if args.model != DEFAULT_MODEL_NAME and not (Path(args.model) / "model.bin").is_file():
         raise ValueError(f"--model {args.model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper "
                          "model directory (a folder with model.bin)")
     items = load_audio_dataset(args.dataset, min_duration_s=args.min_duration_s, max_duration_s=args.max_duration_s)
     opts = EngineBenchOptions(model=args.model, compute_type=args.compute_type, engine_threads=args.engine_threads,
                               beam_size=args.beam_size, batch_sizes=batch_sizes, num_prompts=args.num_prompts,
-                              seed=args.seed, **({"split_search_s": args.split_search_s}
+                              seed=args.seed, repeats=args.repeats, **({"split_search_s": args.split_search_s}
                                                  if args.split_search_s is not None else {}))
     result = run_engine_bench(opts, items, args.dataset)
     print(format_engine_result(result))

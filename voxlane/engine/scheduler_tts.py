@@ -135,13 +135,14 @@ class TtsScheduler:
         return work
 
     def _pick(self, ready: list[StreamState], now: float) -> StreamState:
-        started = sorted((s for s in ready if s.started), key=lambda s: (s.deadline(), s.seq))
         new = min((s for s in ready if not s.started), key=lambda s: s.seq, default=None)
-        if new is not None and (not started or self.admissible(new, now)):
+        if new is not None and self.admissible(new, now):
             return new
+        started = [s for s in ready if s.started]
         if started:
-            return started[0]  # earliest deadline first; also working ahead when all are safe
-        return new  # type: ignore[return-value]  # only new streams wait: never idle
+            return min(started, key=lambda s: (s.deadline(), s.seq))  # also works ahead when all are safe
+        assert new is not None
+        return new  # only new streams wait: never idle
 
     def admissible(self, new: StreamState, now: float) -> bool:
         """Whether ``new`` can start now without making any started stream (or itself) stall.
@@ -151,24 +152,29 @@ class TtsScheduler:
         time and each to its end, as ``next_unit`` would run them with no further arrivals. Admissible
         if each unit would finish ``RISK_MARGIN_S`` before its player runs dry. Under capacity that
         holds, so a new stream starts at once; past it, a new stream waits until the started ones have
-        run far enough ahead (or finished), which is what keeps them playing."""
+        run far enough ahead (or finished), which is what keeps them playing. A new stream whose text
+        would stall it even alone (a long unit after a short one) is judged on the others only, so it
+        is not held back for what no order can fix."""
+        return self._plays_in_time(new, now, check_new=self._plays_in_time(new, now, alone=True))
+
+    def _plays_in_time(self, new: StreamState, now: float, alone: bool = False, check_new: bool = True) -> bool:
         t = now + self.cost_s(new.units[0]) * COST_HEADROOM
-        plans: list[tuple[float, int, deque[UnitWork]]] = []
-        for stream in self._streams.values():
+        plans: list[tuple[float, int, bool, deque[UnitWork]]] = []
+        for stream in () if alone else self._streams.values():
             if stream.started and stream.units and stream is not new:
                 assert stream.playback_start_s is not None
-                plans.append((stream.playback_start_s + stream.audio_s, stream.seq, deque(stream.units)))
+                plans.append((stream.playback_start_s + stream.audio_s, stream.seq, True, deque(stream.units)))
         if len(new.units) > 1:
-            plans.append((t + self.audio_estimate_s(new.units[0]), new.seq, deque(list(new.units)[1:])))
+            plans.append((t + self.audio_estimate_s(new.units[0]), new.seq, check_new, deque(list(new.units)[1:])))
         heapq.heapify(plans)
         while plans:
-            runs_dry_s, seq, units = heapq.heappop(plans)
+            runs_dry_s, seq, checked, units = heapq.heappop(plans)
             unit = units.popleft()
             t += self.cost_s(unit) * COST_HEADROOM
-            if t > runs_dry_s - RISK_MARGIN_S:
+            if checked and t > runs_dry_s - RISK_MARGIN_S:
                 return False
             if units:
-                heapq.heappush(plans, (runs_dry_s + self.audio_estimate_s(unit), seq, units))
+                heapq.heappush(plans, (runs_dry_s + self.audio_estimate_s(unit), seq, checked, units))
         return True
 
     def audio_estimate_s(self, work: UnitWork) -> float:
