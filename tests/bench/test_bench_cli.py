@@ -156,3 +156,22 @@ def test_argparse_errors_and_help_from_the_command_line() -> None:
                  "--seed", "--ready-check-timeout-sec", "--save-result", "--save-detailed", "--result-filename",
                  "--extra-body", "--probe-health", "--probe-interval-ms", "--dataset", "--asr-check-url"):
         assert flag in help_text
+
+
+def test_poisson_arrivals_spread_the_requests_over_time(fake: Any, tiny_dataset: Path, tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(7 + 1)  # the dispatcher's generator for --seed 7
+    last_arrival_s = sum(rng.expovariate(20.0) for _ in range(9))
+    rc, r = bench(tmp_path, *transcription(fake, tiny_dataset, "--request-rate", "20", "--seed", "7",
+                                           "--num-prompts", "10", "--max-concurrency", "10"))
+    assert rc == 0 and r["completed"] == 10 and r["request_rate"] == 20.0
+    assert r["duration_s"] >= last_arrival_s
+
+
+def test_parsing_the_cli_does_not_import_the_bench_dependencies() -> None:
+    """`voxlane serve` must work with the base install, without httpx, jiwer or matplotlib."""
+    code = ("import sys; from voxlane.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('httpx', 'jiwer', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
