@@ -175,3 +175,15 @@ def test_parsing_the_cli_does_not_import_the_bench_dependencies() -> None:
             "print(sorted(m for m in ('httpx', 'jiwer', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_progress_line_only_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from voxlane.bench.runner import Progress, _progress
+
+    assert _progress(3, True) is None  # pytest's captured stderr is not a terminal
+    bar = Progress(3)
+    for _ in range(3):
+        bar.update()
+    bar.close()
+    err = capsys.readouterr().err
+    assert "3/3 requests 100%" in err and err.endswith("\r\x1b[K")
