@@ -89,6 +89,13 @@ def test_speech_as_streamed_wav_or_sse_events(fake: Any, tmp_path: Path, extra: 
     assert r["continuity"]["streams"] == 3 and r["continuity"]["underruns_total"] == 0
 
 
+def test_compressed_speech_is_measured_by_decoding_it_after_the_run(fake: Any, tmp_path: Path) -> None:
+    rc, r = bench(tmp_path, *speech(fake, "--response-format", "flac"))
+    assert rc == 0 and (r["completed"], r["failed"]) == (3, 0)
+    assert r["output_audio_s"] == pytest.approx(3.0, abs=0.01)
+    assert r["continuity"]["streams"] == 0 and r["rtf"]["median"] > 0
+
+
 def test_server_answering_500_is_counted_not_fatal(fake: Any, tiny_dataset: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     fake.behaviour.status = 500

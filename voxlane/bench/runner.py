@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import httpx
 
-from voxlane.bench.backends import Prepared, RequestOutput, RequestSpec, prepare, request_fn, transcribe
+from voxlane.bench.backends import RequestOutput, RequestSpec, finish, prepare, request_fn, transcribe
 from voxlane.bench.datasets import AudioSample, load_audio_dataset, load_text_dataset, request_order
 from voxlane.bench.health_probe import HealthProbe, ProbeResult
 from voxlane.bench.options import BenchOptions
@@ -110,6 +110,8 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
     if progress is not None:
         progress.close()
     done = [o for o in outputs if o is not None]
+    for o in done:
+        finish(o)
     outcome = RunOutcome(done, wall, cpu, proc, probe_result, ready, ready_error, len(items))
     if opts.asr_check_url:
         outcome.asr_outputs = await _asr_check(opts, done, headers)
