@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import socket
 import struct
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
+import numpy as np
 import pytest
+import soundfile
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -106,6 +109,10 @@ class FakeServer:
         n_chunks = round(b.speech_audio_s / b.speech_chunk_s)
         chunk = b"\x00\x01" * round(PCM_RATE * b.speech_chunk_s)
 
+        if body.get("response_format") == "flac":  # compressed: one body, no chunk timing
+            buf = io.BytesIO()
+            soundfile.write(buf, np.zeros(round(PCM_RATE * b.speech_audio_s), dtype=np.int16), PCM_RATE, format="FLAC")
+            return Response(buf.getvalue(), media_type="audio/flac")
         wav = body.get("response_format") == "wav"
         sse = body.get("stream_format") == "sse"
 

@@ -89,6 +89,13 @@ def test_speech_as_streamed_wav_or_sse_events(fake: Any, tmp_path: Path, extra: 
     assert r["continuity"]["streams"] == 3 and r["continuity"]["underruns_total"] == 0
 
 
+def test_compressed_speech_is_measured_by_decoding_it_after_the_run(fake: Any, tmp_path: Path) -> None:
+    rc, r = bench(tmp_path, *speech(fake, "--response-format", "flac"))
+    assert rc == 0 and (r["completed"], r["failed"]) == (3, 0)
+    assert r["output_audio_s"] == pytest.approx(3.0, abs=0.01)
+    assert r["continuity"]["streams"] == 0 and r["rtf"]["median"] > 0
+
+
 def test_server_answering_500_is_counted_not_fatal(fake: Any, tiny_dataset: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     fake.behaviour.status = 500
@@ -156,3 +163,34 @@ def test_argparse_errors_and_help_from_the_command_line() -> None:
                  "--seed", "--ready-check-timeout-sec", "--save-result", "--save-detailed", "--result-filename",
                  "--extra-body", "--probe-health", "--probe-interval-ms", "--dataset", "--asr-check-url"):
         assert flag in help_text
+
+
+def test_poisson_arrivals_spread_the_requests_over_time(fake: Any, tiny_dataset: Path, tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(7 + 1)  # the dispatcher's generator for --seed 7
+    last_arrival_s = sum(rng.expovariate(20.0) for _ in range(9))
+    rc, r = bench(tmp_path, *transcription(fake, tiny_dataset, "--request-rate", "20", "--seed", "7",
+                                           "--num-prompts", "10", "--max-concurrency", "10"))
+    assert rc == 0 and r["completed"] == 10 and r["request_rate"] == 20.0
+    assert r["duration_s"] >= last_arrival_s
+
+
+def test_parsing_the_cli_does_not_import_the_bench_dependencies() -> None:
+    """`voxlane serve` must work with the base install, without httpx, jiwer or matplotlib."""
+    code = ("import sys; from voxlane.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('httpx', 'jiwer', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_progress_line_only_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from voxlane.bench.runner import Progress, _progress
+
+    assert _progress(3, True) is None  # pytest's captured stderr is not a terminal
+    bar = Progress(3)
+    for _ in range(3):
+        bar.update()
+    bar.close()
+    err = capsys.readouterr().err
+    assert "3/3 requests 100%" in err and err.endswith("\r\x1b[K")

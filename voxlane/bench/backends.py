@@ -50,7 +50,9 @@ class RequestOutput:
     output_audio_s: float = 0.0
     """Speech: seconds of audio received."""
     audio: bytes | None = None
-    """Speech: the audio as a WAV file, kept only for --asr-check-url."""
+    """Speech: the audio as a WAV file (or as received, when compressed), kept only for --asr-check-url."""
+    encoded_audio: bytes | None = None
+    """Speech in a compressed format, until :func:`finish` has measured its duration."""
 
     @property
     def latency_s(self) -> float:
@@ -167,12 +169,13 @@ async def transcribe(client: httpx.AsyncClient, spec: RequestSpec, prepared: Pre
                 await _read_transcription_stream(response, out)
             else:
                 body = await response.aread()
+                out.end_s = time.perf_counter()
                 out.text = _transcript_text(body, response.headers.get("content-type", ""))
                 out.success = True
     except Exception as exc:  # noqa: BLE001 - whatever goes wrong is this request's failure, not the run's
         out.error = _exception_text(exc)
         out.success = False
-    out.end_s = time.perf_counter()
+    out.end_s = out.end_s or time.perf_counter()
     return out
 
 
@@ -244,18 +247,35 @@ async def synthesise(client: httpx.AsyncClient, spec: RequestSpec, prepared: Pre
                             out.ttfp_s = now - out.start_s
                         if audio_s:
                             out.audio_chunks.append((now, audio_s))
+                out.end_s = time.perf_counter()
                 if not out.error:
-                    out.output_audio_s = decoder.total_s()
                     out.success = decoder.received > 0
                     if not out.success:
                         out.error = "the response held no audio"
+                    if decoder.timed:
+                        out.output_audio_s = decoder.total_s()
+                    else:  # decoding mp3/opus/... would block the loop mid-run: finish() does it afterwards
+                        out.encoded_audio = bytes(decoder.body)
                     if spec.keep_audio:
                         out.audio = decoder.as_wav()
     except Exception as exc:  # noqa: BLE001 - whatever goes wrong is this request's failure, not the run's
         out.error = _exception_text(exc)
         out.success = False
-    out.end_s = time.perf_counter()
+    out.end_s = out.end_s or time.perf_counter()
     return out
+
+
+def finish(out: RequestOutput) -> None:
+    """After the timed run: the duration of compressed speech (mp3, opus, aac, flac), by decoding it."""
+    if out.encoded_audio is None:
+        return
+    from voxlane.audio.decode import decode_audio
+
+    try:
+        out.output_audio_s = decode_audio(out.encoded_audio, 24 * 3600.0).duration_s
+    except Exception as exc:  # noqa: BLE001
+        out.success, out.error = False, f"the audio could not be decoded: {_exception_text(exc)}"
+    out.encoded_audio = None
 
 
 async def _raw_audio(response: httpx.Response) -> AsyncIterator[tuple[float, bytes]]:
@@ -313,12 +333,13 @@ class _AudioBytes:
         self.received += len(chunk)
         return len(chunk) / self.bytes_per_s
 
-    def total_s(self) -> float:
-        if self.fmt in ("pcm", "wav"):
-            return len(self.pcm) / self.bytes_per_s
-        from voxlane.audio.decode import decode_audio
+    @property
+    def timed(self) -> bool:
+        """Whether chunks can be timed as they arrive (pcm, wav)."""
+        return self.fmt in ("pcm", "wav")
 
-        return decode_audio(bytes(self.body), 24 * 3600.0).duration_s
+    def total_s(self) -> float:
+        return len(self.pcm) / self.bytes_per_s
 
     def as_wav(self) -> bytes:
         if self.fmt not in ("pcm", "wav"):

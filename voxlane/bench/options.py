@@ -135,7 +135,8 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
     s.add_argument("--asr-check-model", default="whisper-1", help="model= of the ASR check (default: whisper-1)")
 
     o = parser.add_argument_group("output")
-    o.add_argument("--save-result", action="store_true", help="write the figures as JSON")
+    o.add_argument("--save-result", action="store_true",
+                   help="write the figures as JSON" + (" (a sweep always does)" if sweep else ""))
     o.add_argument("--save-detailed", action="store_true", help="add every request's timings and errors to the JSON")
     o.add_argument("--result-dir", default=".", help="directory of the JSON (and sweep plots) (default: .)")
     o.add_argument("--result-filename",

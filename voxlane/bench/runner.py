@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import httpx
 
-from voxlane.bench.backends import Prepared, RequestOutput, RequestSpec, prepare, request_fn, transcribe
+from voxlane.bench.backends import RequestOutput, RequestSpec, finish, prepare, request_fn, transcribe
 from voxlane.bench.datasets import AudioSample, load_audio_dataset, load_text_dataset, request_order
 from voxlane.bench.health_probe import HealthProbe, ProbeResult
 from voxlane.bench.options import BenchOptions
@@ -110,6 +110,8 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
     if progress is not None:
         progress.close()
     done = [o for o in outputs if o is not None]
+    for o in done:
+        finish(o)
     outcome = RunOutcome(done, wall, cpu, proc, probe_result, ready, ready_error, len(items))
     if opts.asr_check_url:
         outcome.asr_outputs = await _asr_check(opts, done, headers)
@@ -188,13 +190,39 @@ async def _asr_check(opts: BenchOptions, outputs: Sequence[RequestOutput],
     return results
 
 
-def _progress(total: int, enabled: bool) -> Any:
-    """A tqdm bar on stderr, only when stderr is a terminal."""
+def _progress(total: int, enabled: bool) -> Progress | None:
+    """A progress line on stderr, only when stderr is a terminal."""
     if not enabled or not sys.stderr.isatty():
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, file=sys.stderr, unit="req", leave=False)
+    return Progress(total)
 
+
+class Progress:
+    """``done/total requests, percent, elapsed`` on one stderr line, redrawn at most every 0.1 s."""
+
+    REDRAW_S = 0.1
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.start = time.perf_counter()
+        self.drawn = 0.0
+        self._draw()
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if now - self.drawn >= self.REDRAW_S or self.done == self.total:
+            self._draw()
+
+    def close(self) -> None:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+    def _draw(self) -> None:
+        self.drawn = time.perf_counter()
+        width = 30
+        filled = width * self.done // max(1, self.total)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} requests "
+                         f"{100 * self.done / max(1, self.total):3.0f}%  {self.drawn - self.start:6.1f} s")
+        sys.stderr.flush()

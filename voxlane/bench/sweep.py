@@ -104,6 +104,8 @@ def plot(results: Sequence[dict[str, Any]], stem: Path) -> list[Path]:
     ax2 = ax.twinx()
     ax2.plot(levels, [_nan(r["request_throughput"]) for r in results], "s--", color="tab:orange", label="requests/s")
     ax2.set_ylabel("requests/s")
+    ax.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
     _concurrency_axis(ax, levels)
     ax.set_title(f"{backend}: throughput")
     ax.legend(loc="upper left")
