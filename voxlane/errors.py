@@ -7,7 +7,8 @@
     │   └── UnsupportedAudio          400 invalid_request_error   (the file is not audio we can decode)
     ├── ModelNotFound                 404 invalid_request_error
     ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
-    └── EngineUnavailable             503 server_error            (engine dead, overloaded or timed out)
+    ├── EngineUnavailable             503 server_error            (engine dead, overloaded or timed out)
+    └── ClientGone                    499 (nobody reads it)       (the client disconnected; not an error of ours)
 
 Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler.
 """
@@ -60,6 +61,17 @@ class EngineUnavailable(VoxlaneError):
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = "engine_unavailable") -> None:
         super().__init__(message, param=param, code=code)
+
+
+class ClientGone(VoxlaneError):
+    """The client disconnected before its answer: its work was aborted. Answered quietly (nginx's 499);
+    logging a traceback per disconnect would itself stall the event loop."""
+
+    status_code = 499
+    error_type = "client_closed_request"
+
+    def __init__(self, message: str = "the client closed the connection", **kwargs: str | None) -> None:
+        super().__init__(message, **kwargs)
 
 
 def error_json(message: str, error_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:

@@ -12,12 +12,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxlane import __version__
 from voxlane.config import ServerConfig
 from voxlane.engine.client import EngineClient
-from voxlane.errors import VoxlaneError, error_json
+from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.server.executors import Executors
 from voxlane.server.metrics import Metrics
 from pathlib import Path
@@ -37,7 +38,7 @@ def build_app(config: ServerConfig) -> FastAPI:
         engine = EngineClient(config)
         registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
         try:
-            await executors.run("audio", registry.load)
+            await executors.run("files", registry.load)
             await engine.start()
             metrics = Metrics()
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
@@ -87,6 +88,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         if exc.status_code >= 500:
             log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
         return JSONResponse(exc.to_json(), status_code=exc.status_code)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # The client left mid-upload: answer nobody, quietly (no traceback formatting on the loop).
+        return JSONResponse(ClientGone().to_json(), status_code=ClientGone.status_code)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -3,7 +3,8 @@
 Nothing heavier than a dictionary lookup runs inside ``async def``: decoding, resampling, splitting and
 log-mel features go through ``run("audio", ...)``; sentence splitting and phonemisation for speech through
 ``run("text", ...)`` (one worker: espeak is not thread-safe); encoding synthesised speech through
-``run("encode", ...)``. Each pool is owned here, sized from config, and shut down here (queued work cancelled).
+``run("encode", ...)``; voice file work through ``run("files", ...)``. Each pool is owned here, sized from
+config, and shut down here (queued work cancelled).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from voxlane.config import ServerConfig
 T = TypeVar("T")
 # Workers yield to the event loop thread when both want a core: the loop's latency is the product.
 WORKER_NICENESS = 5
-PoolName = Literal["audio", "text", "encode"]
+PoolName = Literal["audio", "text", "encode", "files"]
 
 
 class Executors:
@@ -41,6 +42,9 @@ class Executors:
                                        initializer=_lower_priority),
             "encode": ThreadPoolExecutor(config.encode_workers, thread_name_prefix="voxlane-encode",
                                          initializer=_lower_priority),
+            # Voice files (upload staging, index writes, removal): always threads, whatever the audio
+            # pool is, since these jobs hold open files and locks that cannot cross to a process.
+            "files": ThreadPoolExecutor(1, thread_name_prefix="voxlane-files", initializer=_lower_priority),
         }
 
     async def run(self, pool: PoolName, fn: Callable[..., T], *args: Any) -> T:

@@ -173,7 +173,7 @@ class _SpeechJob:
         assert self.state.voices is not None
         stale = self.state.voices.release(self.voice)
         if stale is not None:
-            await self.state.executors.run("audio", remove_dir, stale)
+            await self.state.executors.run("files", remove_dir, stale)
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:

@@ -25,7 +25,7 @@ from starlette.formparsers import MultiPartException
 from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import decode_and_split, window_features
 from voxlane.engine.client import EngineRequest
-from voxlane.errors import InvalidRequest, PayloadTooLarge, VoxlaneError
+from voxlane.errors import ClientGone, InvalidRequest, PayloadTooLarge, VoxlaneError
 from voxlane.messages import Segment, TranscribeOptions, WindowResult
 from voxlane.protocol import (RESPONSE_FORMATS, Transcription, TranscriptionRequest, Usage, VerboseTranscription)
 from voxlane.protocol import Segment as WireSegment
@@ -197,6 +197,10 @@ async def _cancel_on_disconnect(request: Request, work: Any) -> Any:
     watcher = asyncio.create_task(watch())
     try:
         return await task
+    except asyncio.CancelledError:
+        if watcher.done() and not watcher.cancelled():
+            raise ClientGone() from None  # we cancelled the work because the client left
+        raise
     finally:
         watcher.cancel()
 

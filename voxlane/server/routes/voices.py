@@ -62,10 +62,10 @@ async def upload_voice(request: Request) -> Response:
         _too_large(model.size, state)
     if config.size is not None and config.size > _MAX_CONFIG_BYTES:
         raise PayloadTooLarge("the voice config is over 4 MiB; a Piper .onnx.json is a few KiB", param="config")
-    voice = await state.executors.run("audio", registry.stage, name, model.file, config.file)
+    voice = await state.executors.run("files", registry.stage, name, model.file, config.file)
     stale, snapshot, generation = registry.install(voice)
-    await state.executors.run("audio", registry.write_index, snapshot, generation)
-    await state.executors.run("audio", remove_dir, stale)
+    await state.executors.run("files", registry.write_index, snapshot, generation)
+    await state.executors.run("files", remove_dir, stale)
     return JSONResponse(VoiceCard(id=voice.name, builtin=False).model_dump(), status_code=201)
 
 
@@ -77,8 +77,8 @@ async def delete_voice(name: str, request: Request) -> Response:
         raise InvalidRequest(f"there is no uploaded voice '{name}' to delete (built-in voices cannot be deleted)",
                              param="name", code="voice_not_found")
     stale, snapshot, generation = registry.remove(name)
-    await state.executors.run("audio", registry.write_index, snapshot, generation)
-    await state.executors.run("audio", remove_dir, stale)
+    await state.executors.run("files", registry.write_index, snapshot, generation)
+    await state.executors.run("files", remove_dir, stale)
     return JSONResponse({"id": name, "object": "voice", "deleted": True})
 
 
