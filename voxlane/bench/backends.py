@@ -17,9 +17,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-import httpx
 
 from voxlane.bench.datasets import AudioSample, TextSample
+from voxlane.bench.http import RawClient, RawResponse
 from voxlane.bench.options import BACKENDS
 
 MAX_ERROR_CHARS = 500
@@ -85,7 +85,7 @@ class Prepared:
     content_type: str
 
 
-RequestFn = Callable[[httpx.AsyncClient, RequestSpec, Prepared], Awaitable[RequestOutput]]
+RequestFn = Callable[[RawClient, RequestSpec, Prepared], Awaitable[RequestOutput]]
 
 
 def request_fn(backend: str) -> RequestFn:
@@ -102,8 +102,9 @@ def prepare(backend: str, spec: RequestSpec, item: Any) -> Prepared:
     return prepare_speech(spec, item)
 
 
-def _timeout(spec: RequestSpec) -> httpx.Timeout:
-    return httpx.Timeout(spec.timeout_s, connect=min(spec.timeout_s, 10.0))
+def _timeout(spec: RequestSpec) -> float:
+    """Seconds any one step (connect, send, each read) may take."""
+    return spec.timeout_s
 
 
 def _exception_text(exc: Exception) -> str:
@@ -115,7 +116,7 @@ def _error_text(status: int, body: bytes) -> str:
     return f"HTTP {status}: {body.decode('utf-8', 'replace')[:MAX_ERROR_CHARS]}"
 
 
-async def _sse_events(response: httpx.Response) -> AsyncIterator[tuple[float, dict[str, Any]]]:
+async def _sse_events(response: RawResponse) -> AsyncIterator[tuple[float, dict[str, Any]]]:
     """(arrival_s, payload) of each ``data:`` line; stops at ``[DONE]``."""
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
@@ -154,7 +155,7 @@ def _quote(name: str) -> str:
     return name.replace("\\", "\\\\").replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
 
 
-async def transcribe(client: httpx.AsyncClient, spec: RequestSpec, prepared: Prepared) -> RequestOutput:
+async def transcribe(client: RawClient, spec: RequestSpec, prepared: Prepared) -> RequestOutput:
     sample: AudioSample = prepared.item
     stream = str(_transcription_fields(spec).get("stream", "")).lower() == "true"
     out = RequestOutput(input_audio_s=sample.duration_s, reference=sample.text)
@@ -179,7 +180,7 @@ async def transcribe(client: httpx.AsyncClient, spec: RequestSpec, prepared: Pre
     return out
 
 
-async def _read_transcription_stream(response: httpx.Response, out: RequestOutput) -> None:
+async def _read_transcription_stream(response: RawResponse, out: RequestOutput) -> None:
     deltas: list[str] = []
     async for now, event in _sse_events(response):
         kind = event.get("type")
@@ -224,7 +225,7 @@ def prepare_speech(spec: RequestSpec, sample: TextSample) -> Prepared:
     return Prepared(sample, json.dumps(_speech_payload(spec, sample)).encode(), "application/json")
 
 
-async def synthesise(client: httpx.AsyncClient, spec: RequestSpec, prepared: Prepared) -> RequestOutput:
+async def synthesise(client: RawClient, spec: RequestSpec, prepared: Prepared) -> RequestOutput:
     sample: TextSample = prepared.item
     payload = _speech_payload(spec, sample)
     fmt = str(payload["response_format"])
@@ -278,13 +279,13 @@ def finish(out: RequestOutput) -> None:
     out.encoded_audio = None
 
 
-async def _raw_audio(response: httpx.Response) -> AsyncIterator[tuple[float, bytes]]:
+async def _raw_audio(response: RawResponse) -> AsyncIterator[tuple[float, bytes]]:
     async for chunk in response.aiter_raw():
         if chunk:
             yield time.perf_counter(), chunk
 
 
-async def _sse_audio(response: httpx.Response, out: RequestOutput) -> AsyncIterator[tuple[float, bytes]]:
+async def _sse_audio(response: RawResponse, out: RequestOutput) -> AsyncIterator[tuple[float, bytes]]:
     async for now, event in _sse_events(response):
         kind = event.get("type")
         if kind == "speech.audio.delta":

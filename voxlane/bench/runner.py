@@ -1,6 +1,6 @@
 """The load generator: one timed run of one backend at one concurrency level.
 
-Each concurrency slot owns one ``httpx.AsyncClient`` holding one connection, so slots never wait on a
+Each concurrency slot owns one ``RawClient`` (bench/http.py) holding one connection, so slots never wait on a
 shared pool. A dispatcher releases requests at Poisson arrival times (or all at once for an infinite
 rate); a free slot takes the next released request, and its latency is measured from when it is sent.
 The health probe runs on its own thread (see health_probe.py). Inputs are read before the clock starts.
@@ -23,6 +23,7 @@ import httpx
 from voxlane.bench.backends import RequestOutput, RequestSpec, finish, prepare, request_fn, transcribe
 from voxlane.bench.datasets import AudioSample, load_audio_dataset, load_text_dataset, request_order
 from voxlane.bench.health_probe import HealthProbe, ProbeResult
+from voxlane.bench.http import RawClient
 from voxlane.bench.options import BenchOptions
 
 READY_POLL_S = 0.5
@@ -92,7 +93,7 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
     async with contextlib.AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(_client(headers)) for _ in range(slots)]
 
-        async def worker(client: httpx.AsyncClient) -> None:
+        async def worker(client: RawClient) -> None:
             while (i := await queue.get()) is not None:
                 outputs[i] = await fn(client, spec, bodies[order[i]])
                 if progress is not None:
@@ -138,15 +139,14 @@ async def _dispatch(queue: asyncio.Queue[int | None], n: int, slots: int, rate: 
 _TLS: ssl.SSLContext | None = None
 
 
-def _client(headers: dict[str, str]) -> httpx.AsyncClient:
+def _client(headers: dict[str, str]) -> RawClient:
     """One connection. The TLS context is built once and shared: loading the CA store costs ~30 ms a client."""
     global _TLS
     if _TLS is None:
         import certifi  # what httpx itself verifies against
 
         _TLS = ssl.create_default_context(cafile=certifi.where())
-    return httpx.AsyncClient(headers=headers, verify=_TLS,
-                             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+    return RawClient(headers, _TLS)
 
 
 async def wait_ready(base_url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[bool, str]:
