@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -93,15 +94,22 @@ class ServerProcess:
         return time.monotonic() - start
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[ServerProcess]:
-    """The default server: bundled models, 2 preprocessing workers, batching on."""
-    srv = ServerProcess("--audio-preprocess-workers", "2", "--max-batch-size", "8")
+@contextmanager
+def running_server(*flags: str) -> Iterator[ServerProcess]:
+    """A healthy ``voxlane serve`` with these flags for the block's duration; SIGTERM at the end."""
+    srv = ServerProcess(*flags)
     try:
         srv.wait_ready()
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[ServerProcess]:
+    """The default server: bundled models, 2 preprocessing workers, batching on."""
+    with running_server("--audio-preprocess-workers", "2", "--max-batch-size", "8") as srv:
+        yield srv
 
 
 @pytest.fixture(scope="session")

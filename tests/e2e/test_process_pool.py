@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import httpx
 
-from tests.conftest import ServerProcess
+from tests.conftest import running_server
 from tests.wer import normalise
 
 
 def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
-    srv = ServerProcess("--audio-preprocess-pool", "process", "--audio-preprocess-workers", "2")
-    try:
-        srv.wait_ready()
+    with running_server("--audio-preprocess-pool", "process", "--audio-preprocess-workers", "2") as srv:
         short = next(c for c in dev_set if c.path.name == "cmu_goforward.wav")
         r = httpx.post(srv.base_url + "/v1/audio/transcriptions", files={"file": short.path.open("rb")},
                        data={"model": "whisper-1"}, timeout=120)
@@ -23,5 +21,3 @@ def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
         assert r.status_code == 200, r.text
         assert abs(r.json()["duration"] - long.duration_s) < 0.05
         assert httpx.get(srv.base_url + "/v1/audio/voices", timeout=10).status_code == 200
-    finally:
-        srv.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, running_server
 from voxlane.config import default_voice_paths
 
 TEXT = "This sentence is spoken by an uploaded voice. It has a second sentence too, to stream longer."
@@ -41,12 +41,8 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def voice_server(data_dir: Path):
-    srv = ServerProcess("--data-dir", str(data_dir))
-    try:
-        srv.wait_ready()
+    with running_server("--data-dir", str(data_dir)) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def test_upload_list_use_delete_and_restart(data_dir: Path) -> None:

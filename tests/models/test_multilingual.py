@@ -11,7 +11,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.conftest import Clip, ServerProcess
+from tests.conftest import Clip, ServerProcess, running_server
 from tests.wer import wer
 
 
@@ -35,12 +35,8 @@ def multilingual_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def multilingual_server(multilingual_model_dir: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess("--model", str(multilingual_model_dir))
-    try:
-        srv.wait_ready()
+    with running_server("--model", str(multilingual_model_dir)) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def test_model_loaded_by_path_is_listed_by_its_name(multilingual_server: ServerProcess) -> None:

@@ -153,7 +153,8 @@ class _Job:
             try:
                 async for result in req.results(self.state.config.request_timeout_s):
                     if result.error:
-                        raise VoxlaneError(f"transcription failed on the window at {result.index * 30} s: "
+                        raise VoxlaneError(f"transcription failed on the window at "
+                                           f"{self.windows[result.index][0] / TARGET_RATE:.1f} s: "
                                            f"{result.error}")
                     self.state.metrics.windows += 1
                     yield result
