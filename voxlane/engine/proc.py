@@ -25,6 +25,7 @@ import zmq
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
+from voxlane.heap import freeze_startup_heap
 from voxlane.messages import (Abort, EngineFailed, EngineOutput, Ready, Shutdown, SpeechUnit, WindowRequest,
                               decode_input, encode_output)
 
@@ -100,6 +101,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         time.sleep(0.5)  # let the output thread send the reason
         return
     core = EngineCore(runner, config, on_batch_done=lambda: inbox.put(_WAKE), tts_runner=tts_runner)
+    freeze_startup_heap()  # full collections would otherwise walk the loaded runtimes' objects each time
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
     log.info("engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d); speech: 1 thread x %d "

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import AsyncIterator
 
 from fastapi import FastAPI, Request
@@ -16,14 +17,12 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxlane import __version__
-from voxlane.config import ServerConfig
+from voxlane.config import ServerConfig, default_voice_paths
 from voxlane.engine.client import EngineClient
 from voxlane.errors import ClientGone, VoxlaneError, error_json
+from voxlane.heap import freeze_startup_heap
 from voxlane.server.executors import Executors
 from voxlane.server.metrics import Metrics
-from pathlib import Path
-
-from voxlane.config import default_voice_paths
 from voxlane.server.routes import speech, system, transcriptions, voices
 from voxlane.server.state import AppState
 from voxlane.voices import VoiceRegistry
@@ -43,8 +42,12 @@ def build_app(config: ServerConfig) -> FastAPI:
             metrics = Metrics()
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             monitor = asyncio.create_task(metrics.loop.run(), name="voxlane-loop-monitor")
-            log.info("voxlane serving %s on http://%s:%d", config.model_name, config.host, config.port)
+            frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
+            metrics.gc.install()
+            log.info("voxlane serving %s on http://%s:%d (%d startup objects frozen out of garbage collection)",
+                     config.model_name, config.host, config.port, frozen)
             yield
+            metrics.gc.uninstall()
             monitor.cancel()
         finally:
             executors.shutdown()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from voxlane.server.loopmon import LoopStallMonitor
+from voxlane.server.loopmon import GcPauseMonitor, LoopStallMonitor
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Metrics:
     speech_streams: int = 0
     """Speech streams that completed."""
     loop: LoopStallMonitor = field(default_factory=LoopStallMonitor)
+    gc: GcPauseMonitor = field(default_factory=GcPauseMonitor)
 
     def render(self, queued_windows: int, engine_up: bool) -> str:
         lines = [
@@ -47,4 +48,5 @@ class Metrics:
             f"voxlane_speech_streams_total {self.speech_streams}",
         ]
         lines += self.loop.render()
+        lines += self.gc.render()
         return "\n".join(lines) + "\n"
