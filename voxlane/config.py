@@ -96,6 +96,8 @@ class ServerConfig:
     """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1."""
     encode_workers: int = 2
     """Workers of the pool encoding synthesised speech (mp3, opus, aac, flac, wav, pcm)."""
+    loop_stall_report_ms: float = 50.0
+    """Log a warning with what the event loop was doing when it falls this far behind; 0 turns it off."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(model_path=""))
 
     @property
@@ -138,6 +140,8 @@ _SERVE_SETTINGS: Sequence[tuple[str, type, Any, str]] = (
     ("max-speech-streams", int, 256, "speech streams at once before new requests get 503"),
     ("max-voice-upload-mb", float, 256.0, "largest voice model accepted by POST /v1/audio/voices, in MiB"),
     ("encode-workers", int, 2, "workers encoding speech to mp3, opus, aac, flac, wav or pcm"),
+    ("loop-stall-report-ms", float, 50.0,
+     "milliseconds the event loop may fall behind before a warning logs its stack and each thread's CPU; 0 = off"),
 )
 
 
@@ -180,8 +184,9 @@ def serve_config_from_args(args: argparse.Namespace) -> ServerConfig:
     for name in ("max_upload_mb", "max_audio_duration_s", "request_timeout_s", "max_voice_upload_mb"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
-    if args.max_batch_wait_ms < 0:
-        raise ValueError("--max-batch-wait-ms must be 0 or more")
+    for name in ("max_batch_wait_ms", "loop_stall_report_ms"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be 0 or more")
     engine = EngineConfig(
         model_path=str(model_path),
         compute_type=args.compute_type,

@@ -22,6 +22,12 @@ def stall_counts(metrics_text: str) -> tuple[int, int]:
     return total, within
 
 
+def stall_reports(metrics_text: str) -> dict[str, int]:
+    """Stalls of --loop-stall-report-ms (50 ms by default) or more, by cause."""
+    return {cause: int(n) for cause, n in
+            re.findall(r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics_text, re.M)}
+
+
 def queued_windows(metrics_text: str) -> int:
     return int(re.search(r"^voxlane_engine_queued_windows (\d+)", metrics_text, re.M).group(1))
 
@@ -61,9 +67,14 @@ def test_event_loop_never_stalls_under_16_long_uploads(server, dev_set: list[Cli
     p50 = statistics.median(latencies)
     p99 = statistics.quantiles(latencies, n=100)[98]
     print(f"/health under load: {len(latencies)} probes, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-          f"loop samples {total_after - total_before}, stalls > 50 ms: {stalls_over_limit}")
+          f"loop samples {total_after - total_before}, stalls > 50 ms: {stalls_over_limit}, "
+          f"{stall_reports(after)}")
+    reports_before, reports_after = stall_reports(before), stall_reports(after)
+    host_paused = reports_after["host_paused"] - reports_before["host_paused"]
     assert total_after - total_before > 500  # the monitor really ran through the load
-    assert stalls_over_limit == 0
+    # Stalls of 50 ms or more are allowed only when the hypervisor did not run the machine (steal time).
+    assert reports_after["other"] == reports_before["other"], server.log()
+    assert stalls_over_limit <= host_paused, server.log()
     assert set(statuses) == {200}
 
     # The 16 clients left: their windows are aborted, not transcribed for nobody.

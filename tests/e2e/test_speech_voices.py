@@ -3,6 +3,8 @@ and the event loop staying responsive while 16 streams synthesise."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import threading
 from pathlib import Path
@@ -11,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import ServerProcess, running_server
+from voxlane.bench.http import RawClient
 from voxlane.config import default_voice_paths
 
 TEXT = "This sentence is spoken by an uploaded voice. It has a second sentence too, to stream longer."
@@ -123,6 +126,13 @@ def _stall_max(base_url: str) -> float:
     return float(re.search(r"^voxlane_event_loop_stall_max_seconds (\S+)$", metrics, re.M).group(1))
 
 
+def _stall_reports(base_url: str) -> dict[str, int]:
+    """Stalls of --loop-stall-report-ms or more, by cause (host_paused: the hypervisor held the CPUs)."""
+    metrics = httpx.get(base_url + "/metrics").text
+    return {cause: int(n) for cause, n in
+            re.findall(r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics, re.M)}
+
+
 def _gc_figures(base_url: str) -> tuple[int, float]:
     """(objects frozen at startup, longest full collection since)."""
     metrics = httpx.get(base_url + "/metrics").text
@@ -131,36 +141,43 @@ def _gc_figures(base_url: str) -> tuple[int, float]:
     return frozen, full
 
 
+async def _stream_all(base_url: str, text: str, formats: list[str]) -> list[int]:
+    """Stream one speech request per format at once from this one thread (asyncio, the benchmark's raw
+    HTTP client): 16 client threads would be 16 more runnable threads beside the server on 2 cores."""
+
+    async def one(fmt: str) -> int:
+        body = json.dumps({"model": "piper", "voice": "alloy", "input": text, "response_format": fmt}).encode()
+        async with RawClient() as client:
+            async with client.stream("POST", base_url + "/v1/audio/speech", content=body, timeout=300,
+                                     headers={"Content-Type": "application/json"}) as response:
+                async for _ in response.aiter_raw():
+                    pass
+                return response.status_code
+
+    return list(await asyncio.gather(*(one(fmt) for fmt in formats)))
+
+
 def test_event_loop_stays_responsive_under_16_streams(tmp_path: Path) -> None:
-    srv = ServerProcess("--data-dir", str(tmp_path))
+    srv = ServerProcess("--data-dir", str(tmp_path), "--loop-stall-report-ms", "50")
     try:
         srv.wait_ready()
         speak(srv.base_url, "joe", "Warm up.")
         before = _stall_max(srv.base_url)
         assert before < 0.05, f"the loop already stalled {before * 1000:.0f} ms at start"
-        text = " ".join([TEXT] * 3)
-        statuses: list[int] = []
-
-        def stream(fmt: str) -> None:
-            body = {"model": "piper", "voice": "alloy", "input": text, "response_format": fmt}
-            with httpx.stream("POST", srv.base_url + "/v1/audio/speech", json=body, timeout=300) as response:
-                for _ in response.iter_bytes():
-                    pass
-                statuses.append(response.status_code)
-
         formats = ["mp3", "opus", "aac", "flac", "wav", "pcm", "mp3", "opus"] * 2
-        threads = [threading.Thread(target=stream, args=(fmt,)) for fmt in formats]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(300)
+        statuses = asyncio.run(_stream_all(srv.base_url, " ".join([TEXT] * 3), formats))
         assert statuses == [200] * 16
         stall = _stall_max(srv.base_url)
+        reports = _stall_reports(srv.base_url)
         frozen, full_gc = _gc_figures(srv.base_url)
-        print(f"largest event loop stall under 16 speech streams: {stall * 1000:.1f} ms; "
-              f"{frozen} objects frozen at startup, longest full collection {full_gc * 1000:.1f} ms")
+        print(f"largest event loop stall under 16 speech streams: {stall * 1000:.1f} ms; stalls >= 50 ms by "
+              f"cause: {reports}; {frozen} objects frozen at startup, longest full collection "
+              f"{full_gc * 1000:.1f} ms")
         # Unfrozen, a full collection of the startup heap alone held the GIL 80-90 ms on a busy host.
         assert frozen > 20_000
-        assert stall < 0.05
+        # Every stall of 50 ms or more must be one the hypervisor caused by not running this machine (steal
+        # time, which no process can prevent); anything else is ours. The server's log says why.
+        assert reports["other"] == 0, "the server's stall reports:\n" + srv.log()
+        assert stall < 0.05 or reports["host_paused"] >= 1, "the server's stall reports:\n" + srv.log()
     finally:
         srv.stop()

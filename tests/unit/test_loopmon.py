@@ -1,12 +1,17 @@
-"""The two loop-health probes behind /metrics: garbage collection pauses, and the startup heap freeze."""
+"""Loop health: garbage collection pauses, the startup heap freeze, and the watchdog that says what blocked
+the event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import logging
 import re
+import threading
+import time
 
 from voxlane.heap import freeze_startup_heap
-from voxlane.server.loopmon import GcPauseMonitor
+from voxlane.server.loopmon import GcPauseMonitor, LoopStallMonitor, LoopWatchdog, _CpuSnapshot
 
 
 def test_gc_monitor_times_each_collection_by_generation() -> None:
@@ -42,3 +47,55 @@ def test_freezing_the_startup_heap_leaves_full_collections_little_to_walk() -> N
     finally:
         gc.unfreeze()
     assert len(startup) == 50_000
+
+
+def test_watchdog_reports_a_blocked_loop_with_where_it_was(caplog) -> None:
+    monitor = LoopStallMonitor()
+
+    def block_the_loop_for_a_while() -> None:  # busy, as a heavy call inline in async def would be
+        end = time.perf_counter() + 0.15
+        while time.perf_counter() < end:
+            pass
+
+    async def scenario() -> None:
+        probe = asyncio.create_task(monitor.run())
+        watchdog = LoopWatchdog(monitor, 0.04, threading.current_thread())
+        watchdog.start()
+        await asyncio.sleep(0.1)  # all is well: no report
+        assert not monitor.reports
+        block_the_loop_for_a_while()
+        await asyncio.sleep(0.1)
+        watchdog.stop()
+        probe.cancel()
+
+    with caplog.at_level(logging.WARNING, logger="voxlane.loop"):
+        asyncio.run(scenario())
+    assert monitor.reports == {"other": 1}
+    [record] = caplog.records
+    assert "event loop blocked for 1" in record.message  # 150 ms, give or take
+    assert "block_the_loop_for_a_while" in record.message
+    main_cpu_ms = int(re.search(r"MainThread (\d+) ms", record.message).group(1))
+    assert main_cpu_ms >= 50  # the loop thread itself was busy, and the report says so
+    assert 'voxlane_event_loop_stall_reports_total{cause="other"} 1' in monitor.render()
+    assert 'voxlane_event_loop_stall_reports_total{cause="host_paused"} 0' in monitor.render()
+
+
+def test_a_stall_while_the_hypervisor_held_the_cpus_is_counted_as_the_hosts(caplog) -> None:
+    """/proc/stat's 8th column is steal time: CPU time the hypervisor gave to someone else."""
+    monitor = LoopStallMonitor()
+    watchdog = LoopWatchdog(monitor, 0.05, threading.current_thread())
+    tick = _CpuSnapshot._TICK_S
+
+    def snapshot(at: float, steal_ticks: int, busy_ticks: int) -> _CpuSnapshot:
+        return _CpuSnapshot(at, {"MainThread": 0.0}, [busy_ticks, 0, 0, 0, 0, 0, 0, steal_ticks], 0.0)
+
+    ticks_in_100_ms = round(0.1 / tick)
+    watchdog._history.extend([snapshot(10.0, 0, 0), snapshot(10.2, ticks_in_100_ms, ticks_in_100_ms)])
+    with caplog.at_level(logging.WARNING, logger="voxlane.loop"):
+        watchdog._report(10.05, 10.15)  # 100 ms, and one CPU was stolen for 100 ms of it
+    assert monitor.reports == {"host_paused": 1}
+    assert "cause host_paused" in caplog.records[-1].message
+
+    watchdog._history.append(snapshot(10.4, ticks_in_100_ms + round(0.02 / tick), 2 * ticks_in_100_ms))
+    watchdog._report(10.25, 10.35)  # 100 ms with 20 ms stolen: not the host's doing
+    assert monitor.reports == {"host_paused": 1, "other": 1}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from voxlane.engine.client import EngineClient
 from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
 from voxlane.server.executors import Executors
+from voxlane.server.loopmon import LoopWatchdog
 from voxlane.server.metrics import Metrics
 from voxlane.server.routes import speech, system, transcriptions, voices
 from voxlane.server.state import AppState
@@ -41,13 +43,19 @@ def build_app(config: ServerConfig) -> FastAPI:
             await engine.start()
             metrics = Metrics()
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
-            monitor = asyncio.create_task(metrics.loop.run(), name="voxlane-loop-monitor")
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
             metrics.gc.install()
+            monitor = asyncio.create_task(metrics.loop.run(), name="voxlane-loop-monitor")
+            watchdog = None
+            if config.loop_stall_report_ms > 0:
+                watchdog = LoopWatchdog(metrics.loop, config.loop_stall_report_ms / 1000, threading.current_thread())
+                watchdog.start()
             log.info("voxlane serving %s on http://%s:%d (%d startup objects frozen out of garbage collection)",
                      config.model_name, config.host, config.port, frozen)
             yield
             metrics.gc.uninstall()
+            if watchdog is not None:
+                watchdog.stop()
             monitor.cancel()
         finally:
             executors.shutdown()

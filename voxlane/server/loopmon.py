@@ -1,36 +1,63 @@
-"""Probes of the event loop's health, both on /metrics.
+"""Probes of the event loop's health, all on /metrics.
 
 - ``LoopStallMonitor``: how late does a 5 ms sleep wake up? Any blocking call on the loop shows up as a
   stall (``voxlane_event_loop_stall_seconds``, a histogram, and its maximum).
+- ``LoopWatchdog``: a thread that explains every stall of ``--loop-stall-report-ms`` or more in a warning:
+  the loop thread's stack, the CPU each thread of the process used, how long the loop thread waited for
+  a CPU, and how the machine's CPUs were spent. A stall during which the hypervisor took the CPUs (steal
+  time) is counted apart: the machine was not running, and nothing in the process could change that.
 - ``GcPauseMonitor``: how long each garbage collection ran. A collection holds the GIL, so every thread
   waits for it, the loop included (``voxlane_gc_pause_seconds`` by generation, and the maximum).
 
-``voxlane.heap.freeze_startup_heap`` is what keeps the second small.
+``voxlane.heap.freeze_startup_heap`` is what keeps the last small.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import os
+import sys
+import threading
 import time
+import traceback
+from collections import Counter, deque
 from typing import Any
 
+log = logging.getLogger("voxlane.loop")
+
 STALL_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+HOST_PAUSE_SHARE = 0.5
+"""A stall is the host's when the hypervisor stole at least this share of its length in CPU time."""
 
 
 class LoopStallMonitor:
-    def __init__(self, interval_s: float = 0.005) -> None:
+    def __init__(self, interval_s: float = 0.005, report_s: float | None = None) -> None:
         self.interval_s = interval_s
+        self.report_s = report_s
+        """Stalls this long or longer are handed to the watchdog (None: no watchdog)."""
         self.max_stall_s = 0.0
         self.samples = 0
         self.total_stall_s = 0.0
         self.bucket_counts = [0] * len(STALL_BUCKETS_S)
+        self.last_beat = time.perf_counter()
+        """When the probe last woke up (perf_counter); the watchdog reads it from its own thread."""
+        self.pending: deque[tuple[float, float]] = deque(maxlen=64)
+        """(start, end) of long stalls, for the watchdog to explain (deque appends are thread-safe)."""
+        self.reports: Counter[str] = Counter()
+        """Explained stalls by cause: 'host_paused' or 'other'."""
 
     async def run(self) -> None:
+        self.last_beat = time.perf_counter()
         while True:
             start = time.perf_counter()
             await asyncio.sleep(self.interval_s)
-            self.record(max(0.0, time.perf_counter() - start - self.interval_s))
+            self.last_beat = now = time.perf_counter()
+            stall_s = max(0.0, now - start - self.interval_s)
+            self.record(stall_s)
+            if self.report_s is not None and stall_s >= self.report_s:
+                self.pending.append((start + self.interval_s, now))
 
     def record(self, stall_s: float) -> None:
         self.samples += 1
@@ -49,8 +76,144 @@ class LoopStallMonitor:
         lines += [f'{name}_bucket{{le="+Inf"}} {self.samples}', f"{name}_sum {self.total_stall_s:.6f}",
                   f"{name}_count {self.samples}",
                   "# TYPE voxlane_event_loop_stall_max_seconds gauge",
-                  f"voxlane_event_loop_stall_max_seconds {self.max_stall_s:.6f}"]
+                  f"voxlane_event_loop_stall_max_seconds {self.max_stall_s:.6f}",
+                  "# HELP voxlane_event_loop_stall_reports_total Stalls of --loop-stall-report-ms or more, "
+                  "by cause (host_paused: the hypervisor took the CPUs).",
+                  "# TYPE voxlane_event_loop_stall_reports_total counter"]
+        lines += [f'voxlane_event_loop_stall_reports_total{{cause="{cause}"}} {self.reports[cause]}'
+                  for cause in ("host_paused", "other")]
         return lines
+
+
+class LoopWatchdog:
+    """Explains, from its own thread, every stall the monitor hands it (``monitor.pending``), in one
+    warning each. It wakes every ``threshold / 4`` (at least 5 ms) and keeps a short history of CPU
+    counters (a dozen ``clock_gettime`` calls and one read of /proc/stat: tens of microseconds), so a
+    stall is measured from just before it began, even when the watchdog itself was frozen with the
+    loop. While a stall lasts it also samples the loop thread's stack.
+
+    A busy loop shows its own CPU and where; a loop starved by another thread holding the GIL shows who
+    had the CPU; a loop starved by the OS shows its wait for a CPU; a machine the hypervisor paused
+    shows steal time, and such a stall is counted as ``host_paused``.
+    """
+
+    def __init__(self, monitor: LoopStallMonitor, threshold_s: float, loop_thread: threading.Thread) -> None:
+        self.monitor = monitor
+        self.threshold_s = threshold_s
+        self.loop_thread = loop_thread
+        self.period_s = max(threshold_s / 4, 0.005)
+        self._history: deque[_CpuSnapshot] = deque(maxlen=512)
+        self._stacks: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="voxlane-loop-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self.monitor.report_s = self.threshold_s
+        self.monitor.last_beat = time.perf_counter()
+        self._history.append(_CpuSnapshot.take(self.loop_thread))
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(1.0)
+        self.monitor.report_s = None
+
+    def _run(self) -> None:
+        monitor = self.monitor
+        while not self._stop.wait(self.period_s / 4 if self._stalled() else self.period_s):
+            self._history.append(_CpuSnapshot.take(self.loop_thread))
+            if self._stalled():
+                frame = sys._current_frames().get(self.loop_thread.ident or 0)
+                self._stacks["".join(traceback.format_stack(frame, limit=8)) if frame else "(no frame)"] += 1
+            while monitor.pending and monitor.pending[0][1] < self._history[-1].at:
+                self._report(*monitor.pending.popleft())
+
+    def _stalled(self) -> bool:
+        return time.perf_counter() - self.monitor.last_beat - self.monitor.interval_s >= self.threshold_s
+
+    def _report(self, start: float, end: float) -> None:
+        before = next((s for s in reversed(self._history) if s.at <= start), self._history[0])
+        after = next(s for s in self._history if s.at >= end)
+        stolen_s = after.stolen_s(before)
+        cause = "host_paused" if stolen_s is not None and stolen_s >= HOST_PAUSE_SHARE * (end - start) else "other"
+        self.monitor.reports[cause] += 1
+        if self._stacks:
+            where, seen = self._stacks.most_common(1)[0]
+            stack = f"The loop thread was here in {seen} of {sum(self._stacks.values())} samples:\n{where.rstrip()}"
+        else:
+            stack = "The loop thread's stack was not sampled (the watchdog did not run during the stall)."
+        self._stacks.clear()
+        verdict = ("The hypervisor did not run this machine's CPUs for most of it (steal time): "
+                   "cause host_paused." if cause == "host_paused" else "Cause: other.")
+        log.warning("event loop blocked for %.0f ms (report threshold %.0f ms). %s Over %.0f ms around it: %s. %s",
+                    (end - start) * 1000, self.threshold_s * 1000, verdict, (after.at - before.at) * 1000,
+                    after.since(before), stack)
+
+
+class _CpuSnapshot:
+    """CPU seconds used so far by each live Python thread (by name), the loop thread's wait for a CPU,
+    and the machine's CPU time counters."""
+
+    _TICK_S = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+    def __init__(self, at: float, threads: dict[str, float], machine: list[int] | None,
+                 loop_wait: float | None) -> None:
+        self.at = at
+        self.threads = threads
+        self.machine = machine
+        self.loop_wait = loop_wait
+
+    @classmethod
+    def take(cls, loop_thread: threading.Thread) -> "_CpuSnapshot":
+        threads: dict[str, float] = {}
+        for thread in threading.enumerate():
+            try:
+                threads[thread.name] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+            except (OSError, AttributeError):  # the thread just ended; or not Linux
+                continue
+        return cls(time.perf_counter(), threads, _machine_cpu(), _runqueue_wait(loop_thread))
+
+    def stolen_s(self, earlier: "_CpuSnapshot") -> float | None:
+        """CPU time the hypervisor took from all of this machine's CPUs since ``earlier``."""
+        if self.machine is None or earlier.machine is None:
+            return None
+        return (self.machine[7] - earlier.machine[7]) * self._TICK_S
+
+    def since(self, earlier: "_CpuSnapshot") -> str:
+        used = sorted(((name, cpu - earlier.threads.get(name, 0.0)) for name, cpu in self.threads.items()),
+                      key=lambda kv: -kv[1])
+        text = "this process's threads used " + (", ".join(
+            f"{name} {cpu * 1000:.0f} ms" for name, cpu in used[:5] if cpu >= 0.0005) or "no CPU")
+        if self.loop_wait is not None and earlier.loop_wait is not None:
+            text += (f"; the loop thread waited {(self.loop_wait - earlier.loop_wait) * 1000:.0f} ms for a CPU "
+                     "while runnable (the rest of its time off CPU it slept: in select, or waiting for the GIL)")
+        if self.machine is not None and earlier.machine is not None:
+            user, nice, system, idle, iowait, irq, softirq, steal = (
+                now - then for now, then in zip(self.machine, earlier.machine))
+            total = max(1, user + nice + system + idle + iowait + irq + softirq + steal)
+            text += (f"; the machine's CPUs were {100 * (user + nice + system + irq + softirq) / total:.0f}% busy, "
+                     f"{100 * (idle + iowait) / total:.0f}% idle, {100 * steal / total:.0f}% stolen by the "
+                     "hypervisor")
+        return text
+
+
+def _runqueue_wait(thread: threading.Thread) -> float | None:
+    """Seconds ``thread`` has spent runnable but waiting for a CPU (Linux schedstat), or None."""
+    try:
+        with open(f"/proc/self/task/{thread.native_id}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _machine_cpu() -> list[int] | None:
+    """user, nice, system, idle, iowait, irq, softirq, steal ticks of all CPUs (Linux /proc/stat)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+        return [int(x) for x in fields[1:9]]
+    except (OSError, ValueError):
+        return None
 
 
 class GcPauseMonitor:
