@@ -24,7 +24,7 @@ import time
 
 from voxlane.config import EngineConfig, ServerConfig, default_model_path, default_voice_paths
 from voxlane.server.app import build_app
-from voxlane.server.routes.speech import _prepare
+from voxlane.text.phonemes import prepare
 
 
 def _spin() -> None:
@@ -44,7 +44,7 @@ async def main(rounds: int, busy: int) -> None:
     app = build_app(config)
     async with app.router.lifespan_context(app):  # the engine and the pools start and stop as in serve
         state = app.state.voxlane
-        await state.executors.run("text", _prepare, "Warm the phonemiser up. Then measure.",
+        await state.executors.run("text", prepare, "Warm the phonemiser up. Then measure.",
                                   default_voice_paths()[1])
         spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(busy)]
         for p in spinners:

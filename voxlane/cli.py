@@ -11,6 +11,12 @@ from voxlane import __version__
 from voxlane.config import add_serve_arguments, environ, serve_config_from_args
 
 SHUTDOWN_GRACE_S = 1  # SIGTERM/Ctrl-C under load: in-flight requests get this long, then we exit
+GIL_SWITCH_INTERVAL_S = 0.001
+"""How long the event loop thread waits for the GIL before the holder must hand it over (CPython's
+default is 5 ms). Each time the loop returns from a system call (a send, epoll) it needs the GIL back;
+with encode and text threads busy beside it, every one of those waits could cost 5 ms, and a loop
+iteration that sends to 16 streams could wait 50 ms in all (the "convoy effect"; the watchdog saw the
+loop thread asleep for 40-60 ms while an encode thread ran)."""
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -24,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"voxlane serve: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     server = uvicorn.Server(uvicorn.Config(
         build_app(config),
         host=config.host,

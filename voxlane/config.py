@@ -95,7 +95,7 @@ class ServerConfig:
     text_workers: int = 1
     """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1."""
     encode_workers: int = 2
-    """Workers of the pool encoding synthesised speech (mp3, opus, aac, flac, wav, pcm)."""
+    """Worker processes encoding synthesised speech (mp3, opus, aac, flac, wav, pcm); a stream stays on one."""
     loop_stall_report_ms: float = 50.0
     """Log a warning with what the event loop was doing when it falls this far behind; 0 turns it off."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(model_path=""))
@@ -139,7 +139,8 @@ _SERVE_SETTINGS: Sequence[tuple[str, type, Any, str]] = (
     ("max-speech-input-chars", int, 4096, "longest text accepted by /v1/audio/speech, in characters"),
     ("max-speech-streams", int, 256, "speech streams at once before new requests get 503"),
     ("max-voice-upload-mb", float, 256.0, "largest voice model accepted by POST /v1/audio/voices, in MiB"),
-    ("encode-workers", int, 2, "workers encoding speech to mp3, opus, aac, flac, wav or pcm"),
+    ("encode-workers", int, 2,
+     "worker processes encoding speech to mp3, opus, aac, flac, wav or pcm (each stream stays on one)"),
     ("loop-stall-report-ms", float, 50.0,
      "milliseconds the event loop may fall behind before a warning logs its stack and each thread's CPU; 0 = off"),
 )

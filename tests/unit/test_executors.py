@@ -55,3 +55,44 @@ def test_pools_have_their_names_and_sizes() -> None:
     finally:
         executors.shutdown()
     assert names and all(n.startswith("voxlane-audio") for n in names)
+
+
+def test_an_encode_worker_that_dies_takes_only_its_streams_with_it() -> None:
+    import os
+    import signal
+    import zlib
+
+    import numpy as np
+    import pytest
+    from concurrent.futures.process import BrokenProcessPool
+
+    from voxlane.audio.encode import close_stream, encode_stream, finish_stream, open_stream
+
+    executors = Executors(ServerConfig(encode_workers=2, engine=EngineConfig(model_path="")))
+    pcm = (np.sin(np.arange(22050) / 10) * 3000).astype(np.int16)
+
+    async def one_stream(key: str) -> bytes:
+        await executors.run_encode(key, open_stream, "mp3", 22050, None)
+        data = await executors.run_encode(key, encode_stream, pcm) + await executors.run_encode(key, finish_stream)
+        await executors.run_encode(key, close_stream)
+        return data
+
+    async def scenario() -> None:
+        assert len(await one_stream("first")) > 1000
+        key = next(k for k in (f"s{i}" for i in range(100)) if zlib.crc32(k.encode()) % 2 == 0)
+        other = next(k for k in (f"s{i}" for i in range(100)) if zlib.crc32(k.encode()) % 2 == 1)
+        await executors.run_encode(key, open_stream, "mp3", 22050, None)
+        await executors.run_encode(other, open_stream, "mp3", 22050, None)
+        victim = executors._encoders[0]
+        [pid] = victim._processes  # the worker process that holds ``key``'s encoder
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool):
+            await executors.run_encode(key, encode_stream, pcm)
+        assert executors._encoders[0] is not victim  # replaced
+        assert await executors.run_encode(other, encode_stream, pcm) is not None  # the other worker's stream lives
+        assert len(await one_stream("after")) > 1000 and len(await one_stream(key)) > 1000
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        executors.shutdown()

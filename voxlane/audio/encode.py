@@ -25,6 +25,9 @@ OPUS_RATES = (48000, 24000, 16000, 12000, 8000)
 PCM_DEFAULT_RATE = 24000
 """OpenAI's ``pcm`` is 24 kHz 16-bit little-endian mono, and stock clients play it at that rate."""
 MIN_RATE, MAX_RATE = 8000, 48000
+SLICE_S = 0.25
+"""Audio is resampled and muxed this many seconds at a time. PyAV holds the GIL through parts of both,
+up to 12-16 ms for a whole sentence at once, and the event loop waits for the GIL like everyone else."""
 
 
 @dataclass(frozen=True)
@@ -141,12 +144,12 @@ class StreamEncoder:
         if self.format == "wav" and not self._header_sent:
             out = wav_stream_header(self.sample_rate)
             self._header_sent = True
-        if len(pcm) == 0:
-            return out
-        frames = self._resample(pcm)
-        if self._container is None:
-            return out + b"".join(_s16_bytes(f) for f in frames)
-        return out + self._mux(frames)
+        parts = [out]
+        step = max(1, int(self.source_rate * SLICE_S))
+        for start in range(0, len(pcm), step):  # short slices: short GIL holds (see SLICE_S)
+            frames = self._resample(pcm[start:start + step])
+            parts.append(b"".join(_s16_bytes(f) for f in frames) if self._container is None else self._mux(frames))
+        return b"".join(parts)
 
     def finish(self) -> bytes:
         with self._lock:
@@ -202,3 +205,30 @@ class StreamEncoder:
 
 def _s16_bytes(frame: av.AudioFrame) -> bytes:
     return frame.to_ndarray().astype("<i2", copy=False).tobytes()
+
+
+# The encode pool's worker processes keep each stream's encoder here, keyed by request id. A stream always
+# goes to the same worker (``Executors.run_encode``), so its calls run in order in one place.
+_STREAMS: dict[str, StreamEncoder] = {}
+
+
+def open_stream(key: str, response_format: str, source_rate: int, sample_rate: int | None) -> str:
+    """Create the stream's encoder in this worker; returns its media type."""
+    _STREAMS[key] = encoder = StreamEncoder(response_format, source_rate, sample_rate)
+    return encoder.media_type
+
+
+def encode_stream(key: str, pcm: np.ndarray) -> bytes:
+    return _STREAMS[key].encode(pcm)
+
+
+def finish_stream(key: str) -> bytes:
+    """The stream's tail; b'' when asked again. The encoder stays until ``close_stream``."""
+    return _STREAMS[key].finish()
+
+
+def close_stream(key: str) -> None:
+    """Drop the stream's encoder, finished or not. Idempotent."""
+    encoder = _STREAMS.pop(key, None)
+    if encoder is not None:
+        encoder.close()

@@ -40,6 +40,7 @@ def build_app(config: ServerConfig) -> FastAPI:
         registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
         try:
             await executors.run("files", registry.load)
+            await executors.warm_up((config.engine.tts_preload or default_voice_paths())[1])
             await engine.start()
             metrics = Metrics()
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)

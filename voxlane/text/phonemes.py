@@ -74,3 +74,14 @@ def phoneme_ids(text: str, voice: VoiceText) -> list[int]:
             phonemes.append(" ")
         phonemes.extend(sentence)
     return phonemes_to_ids(phonemes, voice.phoneme_id_map) if phonemes else []
+
+
+def prepare(text: str, config_path: str) -> tuple[VoiceText, list[str], list[int]]:
+    """A speech request's text work up front: the voice's text config, the units to speak (normalised,
+    split), and the first unit's phoneme ids."""
+    from voxlane.text.normalise import normalise
+    from voxlane.text.sentences import split_units
+
+    voice_text = load_voice_text(config_path)
+    units = split_units(normalise(text))
+    return voice_text, units, phoneme_ids(units[0], voice_text) if units else []

@@ -22,15 +22,13 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from voxlane.audio.encode import StreamEncoder
+from voxlane.audio.encode import close_stream, encode_stream, finish_stream, open_stream
 from voxlane.engine.client import SpeechStream
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
 from voxlane.messages import SpeechAudio, SpeechUnit
 from voxlane.protocol import SpeechRequest
 from voxlane.server.state import AppState, get_state
-from voxlane.text.normalise import normalise
-from voxlane.text.phonemes import VoiceText, load_voice_text, phoneme_ids
-from voxlane.text.sentences import split_units
+from voxlane.text.phonemes import VoiceText, phoneme_ids, prepare
 from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES, Voice, remove_dir
 
 log = logging.getLogger(__name__)
@@ -48,7 +46,7 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     await job.start()  # on failure the job has cleaned up; the error handler answers with a 4xx/5xx
     if body.stream_format == "sse":
         return StreamingResponse(_sse(job), media_type="text/event-stream")
-    return StreamingResponse(_audio(job), media_type=job.encoder.media_type)
+    return StreamingResponse(_audio(job), media_type=job.media_type)
 
 
 def _validate(body: SpeechRequest, state: AppState) -> None:
@@ -64,13 +62,6 @@ def _validate(body: SpeechRequest, state: AppState) -> None:
                              param="input", code="input_too_long")
 
 
-def _prepare(text: str, config_path: str) -> tuple[VoiceText, list[str], list[int]]:
-    """Text pool: the voice's text config, the units, and the first unit's phoneme ids."""
-    voice_text = load_voice_text(config_path)
-    units = split_units(normalise(text))
-    return voice_text, units, phoneme_ids(units[0], voice_text) if units else []
-
-
 class _SpeechJob:
     """One speech request: its voice lease, its engine stream, its encoder and its feeder task."""
 
@@ -81,7 +72,7 @@ class _SpeechJob:
         self.request_id = uuid.uuid4().hex
         self.stack = AsyncExitStack()
         self.stream: SpeechStream | None = None
-        self.encoder: StreamEncoder = None  # type: ignore[assignment]  # set in start()
+        self.media_type = ""  # set in start(), by the stream's encoder
         self.first: bytes = b""
         self._chunks: AsyncIterator[tuple[SpeechAudio, np.ndarray]] | None = None
         self.audio_s = 0.0
@@ -101,7 +92,7 @@ class _SpeechJob:
         self.stack.push_async_callback(self._release_voice)
         executors = self.state.executors
         try:
-            voice_text, units, first_ids = await executors.run("text", _prepare, self.body.input,
+            voice_text, units, first_ids = await executors.run("text", prepare, self.body.input,
                                                                self.voice.config_path)
         except (ValueError, OSError) as exc:
             raise InvalidRequest(f"the voice '{self.voice.name}' cannot be used: {exc}", param="voice") from None
@@ -109,9 +100,9 @@ class _SpeechJob:
             raise InvalidRequest("'input' has nothing to speak (no letters or digits)", param="input",
                                  code="empty_input")
         # Opening a codec and its muxer takes up to 6 ms (flac): on the encode pool, not the loop.
-        self.encoder = await executors.run("encode", StreamEncoder, self.body.response_format,
-                                           voice_text.sample_rate, self.body.sample_rate)
-        self.stack.push_async_callback(executors.run, "encode", self.encoder.close)
+        self.media_type = await executors.run_encode(self.request_id, open_stream, self.body.response_format,
+                                                     voice_text.sample_rate, self.body.sample_rate)
+        self.stack.push_async_callback(executors.run_encode, self.request_id, close_stream)
         self.stream = await self.stack.enter_async_context(self.state.engine.speech(self.request_id))
         await self.stream.send_unit(self._unit(0, len(units) == 1, first_ids, voice_text))
         if len(units) > 1:
@@ -149,10 +140,10 @@ class _SpeechJob:
             if msg.error:
                 raise VoxlaneError(f"speech synthesis failed on unit {msg.index}: {msg.error}")
             self.audio_s += len(pcm) / msg.sample_rate
-            data = await self.state.executors.run("encode", self.encoder.encode, pcm)
+            data = await self.state.executors.run_encode(self.request_id, encode_stream, pcm)
             if data:
                 return data
-        return await self.state.executors.run("encode", self.encoder.finish)
+        return await self.state.executors.run_encode(self.request_id, finish_stream)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
