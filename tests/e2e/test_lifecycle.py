@@ -39,9 +39,19 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def engine_pid(server: ServerProcess) -> int:
-    engines = [p for p in children(server.proc.pid) if "spawn_main" in cmdline(p) and "resource_tracker" not in cmdline(p)]
-    assert len(engines) == 1, [cmdline(p) for p in children(server.proc.pid)]
+    """The engine child names itself (``voxlane.child.become_child``); so do the text and encode workers."""
+    kids = children(server.proc.pid)
+    engines = [p for p in kids if comm(p) == "voxlane-engine"]
+    assert len(engines) == 1, [(comm(p), cmdline(p)) for p in kids]
+    assert {"voxlane-text", "voxlane-encode"} <= {comm(p) for p in kids}
     return engines[0]
 
 

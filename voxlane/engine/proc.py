@@ -11,7 +11,6 @@ Threads and their one job each:
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import queue
@@ -25,6 +24,7 @@ import zmq
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
+from voxlane.child import become_child
 from voxlane.heap import freeze_startup_heap
 from voxlane.messages import (Abort, EngineFailed, EngineOutput, Ready, Shutdown, SpeechUnit, WindowRequest,
                               decode_input, encode_output)
@@ -37,15 +37,6 @@ ENGINE_NICENESS = 5
 # Speech plays in real time, transcription is batch work: when both want the cores, the speech thread wins.
 WHISPER_EXTRA_NICENESS = 5
 T = TypeVar("T")
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us if the API process dies, so no orphan keeps the model loaded."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _input_thread(sock: zmq.Socket, inbox: queue.Queue[Any]) -> None:
@@ -76,7 +67,7 @@ def _output_thread(sock: zmq.Socket, outbox: queue.Queue[EngineOutput | SpeechCh
 
 def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_level: str = "info") -> None:
     """Process entry (multiprocessing spawn target)."""
-    _die_with_parent()
+    become_child("voxlane-engine")
     # The engine is throughput work, the API process's event loop is latency work: when both want a core,
     # the loop should win at once (on 2 cores, CTranslate2's threads otherwise delay it by tens of ms).
     os.nice(ENGINE_NICENESS)

@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from typing import Any, Callable, Literal, TypeVar
 
+from voxlane.child import become_child
 from voxlane.config import ServerConfig
 
 T = TypeVar("T")
@@ -118,6 +119,7 @@ def _encode_worker() -> ProcessPoolExecutor:
 
 
 def _init_encode_worker() -> None:
+    become_child("voxlane-encode")
     _lower_priority()
     import voxlane.audio.encode  # noqa: F401
 
@@ -128,6 +130,7 @@ def _text_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _init_text_worker() -> None:
+    become_child("voxlane-text")
     _lower_priority()
     import voxlane.text.phonemes  # noqa: F401
 
@@ -142,5 +145,6 @@ def _import_audio_modules() -> None:
 
 def _init_audio_worker() -> None:
     """Per worker process: lower priority, and the heavy imports before the first job, not during it."""
+    become_child("voxlane-audio")
     _lower_priority()
     _import_audio_modules()
