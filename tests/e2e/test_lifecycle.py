@@ -117,12 +117,16 @@ def test_audio_longer_than_the_limit_gets_413(own_server: ServerProcess, dev_set
 
 def test_sigterm_under_load_exits_within_2_s_without_orphans(dev_set) -> None:
     srv = ServerProcess()
-    srv.wait_ready()
-    kids = children(srv.proc.pid)
-    engine = engine_pid(srv)
-    results: list = []
-    fire(srv, long_clip(dev_set), 16, results)
-    time.sleep(2.0)  # uploads decoded, windows queued in the engine, batches running
+    try:
+        srv.wait_ready()
+        kids = children(srv.proc.pid)
+        engine = engine_pid(srv)
+        results: list = []
+        fire(srv, long_clip(dev_set), 16, results)
+        time.sleep(2.0)  # uploads decoded, windows queued in the engine, batches running
+    except BaseException:
+        srv.stop()  # a failure before the SIGTERM under test must not leave the server running
+        raise
     took = srv.stop(signal.SIGTERM)
     assert srv.proc.returncode is not None
     assert took < 2.0, f"server took {took:.2f} s to exit"
