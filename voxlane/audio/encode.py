@@ -6,14 +6,13 @@ bytes that are ready to send, so the body streams as it is produced. ``wav`` get
 Everything else goes through one PyAV muxer per stream writing into memory (no ffmpeg subprocess),
 resampling to the rate the codec accepts (opus: 48, 24, 16, 12 or 8 kHz).
 
-Each stream calls its own encoder from an executor, never on the event loop; a lock serialises a late
-``close`` (client gone) with an encode still running.
+Encoders live in the API process's encode worker processes (``open_stream`` and friends below), one
+stream's calls always in one worker, one after another: an encoder is never used from two threads.
 """
 
 from __future__ import annotations
 
 import struct
-import threading
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -27,7 +26,8 @@ PCM_DEFAULT_RATE = 24000
 MIN_RATE, MAX_RATE = 8000, 48000
 SLICE_S = 0.25
 """Audio is resampled and muxed this many seconds at a time. PyAV holds the GIL through parts of both,
-up to 12-16 ms for a whole sentence at once, and the event loop waits for the GIL like everyone else."""
+up to 10-16 ms for a whole sentence at once; in slices, at most 3.5-6.4 ms, for any thread that shares the
+encoding process (measured when encoding still ran on threads beside the event loop)."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,6 @@ class StreamEncoder:
         self.sample_rate = output_rate(response_format, source_rate, sample_rate)
         self.media_type = MEDIA_TYPES[response_format]
         self._header_sent = False
-        self._lock = threading.Lock()
         self._pts = 0
         self._resampler = av.AudioResampler(
             format=_CONTAINERS[response_format].sample_format if response_format in _CONTAINERS else "s16",
@@ -136,15 +135,7 @@ class StreamEncoder:
 
     def encode(self, pcm: np.ndarray) -> bytes:
         """``pcm``: mono int16 at ``source_rate``."""
-        with self._lock:
-            return self._encode(pcm)
-
-    def _encode(self, pcm: np.ndarray) -> bytes:
-        out = b""
-        if self.format == "wav" and not self._header_sent:
-            out = wav_stream_header(self.sample_rate)
-            self._header_sent = True
-        parts = [out]
+        parts = [self._take_header()]
         step = max(1, int(self.source_rate * SLICE_S))
         for start in range(0, len(pcm), step):  # short slices: short GIL holds (see SLICE_S)
             frames = self._resample(pcm[start:start + step])
@@ -152,14 +143,7 @@ class StreamEncoder:
         return b"".join(parts)
 
     def finish(self) -> bytes:
-        with self._lock:
-            return self._finish()
-
-    def _finish(self) -> bytes:
-        out = b""
-        if self.format == "wav" and not self._header_sent:
-            out = wav_stream_header(self.sample_rate)
-            self._header_sent = True
+        out = self._take_header()
         frames = self._resampler.resample(None) if self._resampler is not None else []
         if self._container is None:
             return out + b"".join(_s16_bytes(f) for f in frames)
@@ -173,16 +157,19 @@ class StreamEncoder:
 
     def close(self) -> None:
         """Free the codec without finishing the stream (client gone). Idempotent."""
-        with self._lock:
-            self._close()
-
-    def _close(self) -> None:
         if self._container is not None:
             try:
                 self._container.close()
             except Exception:  # noqa: BLE001 - an unfinished muxer may complain; nothing to save
                 pass
             self._container = None
+
+    def _take_header(self) -> bytes:
+        """wav's streaming header, the first time it is asked for; b'' otherwise and for other formats."""
+        if self.format != "wav" or self._header_sent:
+            return b""
+        self._header_sent = True
+        return wav_stream_header(self.sample_rate)
 
     def _resample(self, pcm: np.ndarray) -> list[av.AudioFrame]:
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(pcm, dtype=np.int16).reshape(1, -1),

@@ -12,6 +12,7 @@ sized from config, and shut down here (queued work cancelled).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import multiprocessing
 import os
@@ -35,74 +36,65 @@ PoolName = Literal["audio", "text", "files"]
 class Executors:
     def __init__(self, config: ServerConfig) -> None:
         workers = config.audio_preprocess_workers
-        self._audio_workers = workers
-        self._text_workers = config.text_workers
-        # One single-process pool per encode worker: a stream's encoder lives in one process.
-        self._encoders = [_encode_worker() for _ in range(config.encode_workers)]
         self.kinds = {"audio": config.audio_preprocess_pool}
-        audio: Executor
+        # How to (re)build each pool; a process pool whose worker died is rebuilt from here.
+        self._factories: dict[str, Callable[[], Executor]] = {}
         if config.audio_preprocess_pool == "process":
-            audio = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_init_audio_worker)
+            self._factories["audio"] = partial(_process_pool, workers, "voxlane-audio", *_AUDIO_MODULES)
         else:
-            _import_audio_modules()  # here, not on a worker: a first import holds the GIL for its whole run
-            audio = ThreadPoolExecutor(workers, thread_name_prefix="voxlane-audio", initializer=_lower_priority)
-        self._pools: dict[str, Executor] = {
-            "audio": audio,
-            "text": _text_pool(config.text_workers),
-            # Voice files (upload staging, index writes, removal): always threads, whatever the audio
-            # pool is, since these jobs hold open files and locks that cannot cross to a process.
-            "files": ThreadPoolExecutor(1, thread_name_prefix="voxlane-files", initializer=_lower_priority),
-        }
+            _import_modules(*_AUDIO_MODULES)  # here, not on a worker: a first import holds the GIL throughout
+            self._factories["audio"] = partial(ThreadPoolExecutor, workers, thread_name_prefix="voxlane-audio",
+                                               initializer=_lower_priority)
+        self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", "voxlane.text.phonemes")
+        # Voice files (upload staging, index writes, removal): always threads, whatever the audio pool is,
+        # since these jobs hold open files and locks that cannot cross to a process.
+        self._factories["files"] = partial(ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files",
+                                           initializer=_lower_priority)
+        # One single-process pool per encode worker: a stream's encoder lives in one process.
+        self._encode_names = [f"encode-{i}" for i in range(config.encode_workers)]
+        for name in self._encode_names:
+            self._factories[name] = partial(_process_pool, 1, "voxlane-encode", "voxlane.audio.encode")
+        self._pools: dict[str, Executor] = {name: make() for name, make in self._factories.items()}
 
-    async def run_encode(self, key: str, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(key, *args)`` on the encode worker that owns stream ``key`` (always the same one)."""
-        index = zlib.crc32(key.encode()) % len(self._encoders)
-        executor = self._encoders[index]
-        try:
-            return await asyncio.get_running_loop().run_in_executor(executor, partial(fn, key, *args))
-        except BrokenProcessPool:
-            if self._encoders[index] is executor:
-                log.error("encode worker %d died; starting a new one (its streams end)", index)
-                self._encoders[index] = _encode_worker()
-                executor.shutdown(wait=False, cancel_futures=True)
-            raise
+    @property
+    def _encoders(self) -> list[Executor]:
+        return [self._pools[name] for name in self._encode_names]
 
     async def run(self, pool: PoolName, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the named pool. If the awaiting task is cancelled before the job starts,
         the job never starts (asyncio cancels the pool's future). A process pool whose worker died is
         replaced, and the jobs it took down fail with ``BrokenProcessPool``; later jobs run."""
-        loop = asyncio.get_running_loop()
-        executor = self._pools[pool]
+        return await self._run(pool, fn, *args)
+
+    async def run_encode(self, key: str, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(key, *args)`` on the encode worker that owns stream ``key`` (always the same one)."""
+        name = self._encode_names[zlib.crc32(key.encode()) % len(self._encode_names)]
+        return await self._run(name, fn, key, *args)
+
+    async def _run(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        executor = self._pools[name]
         try:
-            return await loop.run_in_executor(executor, partial(fn, *args))
+            return await asyncio.get_running_loop().run_in_executor(executor, partial(fn, *args))
         except BrokenProcessPool:
-            if self._pools[pool] is executor:
-                log.error("the %s pool's worker process died; starting a new one", pool)
-                self._pools[pool] = self._replacement(pool)
+            if self._pools[name] is executor:
+                log.error("a worker process of the %s pool died; starting a new pool (its jobs fail)", name)
+                self._pools[name] = self._factories[name]()
                 executor.shutdown(wait=False, cancel_futures=True)
             raise
 
-    def _replacement(self, pool: str) -> Executor:
-        if pool == "text":
-            return _text_pool(self._text_workers)
-        return ProcessPoolExecutor(self._audio_workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_init_audio_worker)
-
     async def warm_up(self, voice_config_path: str) -> None:
-        """Start the text worker and load espeak there now, so the first speech request does not pay ~1 s."""
+        """Start the text and encode workers now (espeak's data loaded, codecs opened once), so the first
+        speech request does not pay ~1 s for it."""
         from voxlane.audio.encode import close_stream, open_stream
         from voxlane.text.phonemes import prepare
 
         await self.run("text", prepare, "Ready.", voice_config_path)
-        for index, executor in enumerate(self._encoders):  # start each encode worker now, not on a request
-            key = f"warm-up-{index}"
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(executor, partial(open_stream, key, "mp3", 22050, None))
-            await loop.run_in_executor(executor, partial(close_stream, key))
+        for name in self._encode_names:
+            await self._run(name, open_stream, "warm-up", "mp3", 22050, None)
+            await self._run(name, close_stream, "warm-up")
 
     def shutdown(self) -> None:
-        for pool in [*self._pools.values(), *self._encoders]:
+        for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -114,37 +106,22 @@ def _lower_priority() -> None:
         pass
 
 
-def _encode_worker() -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_encode_worker)
+_AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline")
 
 
-def _init_encode_worker() -> None:
-    become_child("voxlane-encode")
-    _lower_priority()
-    import voxlane.audio.encode  # noqa: F401
-
-
-def _text_pool(workers: int) -> ProcessPoolExecutor:
+def _process_pool(workers: int, name: str, *modules: str) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_text_worker)
+                               initializer=_init_worker_process, initargs=(name, modules))
 
 
-def _init_text_worker() -> None:
-    become_child("voxlane-text")
+def _init_worker_process(name: str, modules: tuple[str, ...]) -> None:
+    """Per worker process: a named child that dies with the API process, lower priority, and the heavy
+    imports before the first job, not during it."""
+    become_child(name)
     _lower_priority()
-    import voxlane.text.phonemes  # noqa: F401
+    _import_modules(*modules)
 
 
-def _import_audio_modules() -> None:
-    import av  # noqa: F401
-    import soundfile  # noqa: F401
-    import soxr  # noqa: F401
-
-    import voxlane.audio.pipeline  # noqa: F401
-
-
-def _init_audio_worker() -> None:
-    """Per worker process: lower priority, and the heavy imports before the first job, not during it."""
-    become_child("voxlane-audio")
-    _lower_priority()
-    _import_audio_modules()
+def _import_modules(*modules: str) -> None:
+    for module in modules:
+        importlib.import_module(module)

@@ -99,7 +99,7 @@ class _SpeechJob:
         if not units or not first_ids:
             raise InvalidRequest("'input' has nothing to speak (no letters or digits)", param="input",
                                  code="empty_input")
-        # Opening a codec and its muxer takes up to 6 ms (flac): on the encode pool, not the loop.
+        # The stream's encoder lives in its encode worker process; only its media type comes back.
         self.media_type = await executors.run_encode(self.request_id, open_stream, self.body.response_format,
                                                      voice_text.sample_rate, self.body.sample_rate)
         self.stack.push_async_callback(executors.run_encode, self.request_id, close_stream)
