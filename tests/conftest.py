@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -117,3 +118,9 @@ def client(server: ServerProcess):
     from openai import OpenAI
 
     return OpenAI(base_url=server.base_url + "/v1", api_key="not-needed", max_retries=0, timeout=300)
+
+
+def stall_reports(metrics_text: str) -> dict[str, int]:
+    """From /metrics: event-loop stalls of --loop-stall-report-ms or more, by cause (host_paused, other)."""
+    return {cause: int(n) for cause, n in
+            re.findall(r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics_text, re.M)}

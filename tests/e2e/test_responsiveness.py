@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from tests.conftest import Clip
+from tests.conftest import Clip, stall_reports
 
 STALL_LIMIT_S = 0.05
 
@@ -20,12 +20,6 @@ def stall_counts(metrics_text: str) -> tuple[int, int]:
     total = int(re.search(r"^voxlane_event_loop_stall_seconds_count (\d+)", metrics_text, re.M).group(1))
     within = int(re.search(r'^voxlane_event_loop_stall_seconds_bucket\{le="0.05"\} (\d+)', metrics_text, re.M).group(1))
     return total, within
-
-
-def stall_reports(metrics_text: str) -> dict[str, int]:
-    """Stalls of --loop-stall-report-ms (50 ms by default) or more, by cause."""
-    return {cause: int(n) for cause, n in
-            re.findall(r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics_text, re.M)}
 
 
 def queued_windows(metrics_text: str) -> int:

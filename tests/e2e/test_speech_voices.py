@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, running_server
+from tests.conftest import ServerProcess, running_server, stall_reports
 from voxlane.bench.http import RawClient
 from voxlane.config import default_voice_paths
 
@@ -126,13 +126,6 @@ def _stall_max(base_url: str) -> float:
     return float(re.search(r"^voxlane_event_loop_stall_max_seconds (\S+)$", metrics, re.M).group(1))
 
 
-def _stall_reports(base_url: str) -> dict[str, int]:
-    """Stalls of --loop-stall-report-ms or more, by cause (host_paused: the hypervisor held the CPUs)."""
-    metrics = httpx.get(base_url + "/metrics").text
-    return {cause: int(n) for cause, n in
-            re.findall(r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics, re.M)}
-
-
 def _gc_figures(base_url: str) -> tuple[int, float]:
     """(objects frozen at startup, longest full collection since)."""
     metrics = httpx.get(base_url + "/metrics").text
@@ -168,7 +161,7 @@ def test_event_loop_stays_responsive_under_16_streams(tmp_path: Path) -> None:
         statuses = asyncio.run(_stream_all(srv.base_url, " ".join([TEXT] * 3), formats))
         assert statuses == [200] * 16
         stall = _stall_max(srv.base_url)
-        reports = _stall_reports(srv.base_url)
+        reports = stall_reports(httpx.get(srv.base_url + "/metrics").text)
         frozen, full_gc = _gc_figures(srv.base_url)
         print(f"largest event loop stall under 16 speech streams: {stall * 1000:.1f} ms; stalls >= 50 ms by "
               f"cause: {reports}; {frozen} objects frozen at startup, longest full collection "
