@@ -101,3 +101,38 @@ def test_parallel_workers_never_exceed_their_count(workers: int) -> None:
     core.step(time.monotonic())
     assert len(core._running) == workers
     assert len(run_until_idle(core)) == 16
+
+
+def test_a_window_that_stops_early_is_continued_and_its_text_lands_once_in_order() -> None:
+    # Window 1 of "long" says end-of-text half way through, twice: the engine must decode the rest of it
+    # as continuations (from where each pass stopped), while other requests' windows keep being served.
+    runner = FakeRunner(stop_early={("long", 1): 2})
+    core = make_core(runner)
+    for i in range(3):
+        core.add_window(msg("long", i, 3), FEATURES, time.monotonic())
+    core.add_window(msg("short", 0, 1), FEATURES, time.monotonic())
+    results = run_until_idle(core)
+
+    assert sorted((r.request_id, r.index) for r in results) == [("long", 0), ("long", 1), ("long", 2), ("short", 0)]
+    window = next(r for r in results if (r.request_id, r.index) == ("long", 1))
+    assert [s.text for s in window.segments] == [" window 1", " window 1 part 1", " window 1 part 2"]
+    # Each pass starts where the one before stopped (30 s window at 30 s: 45 s, then 52.5 s), and the
+    # segments run forward without overlap.
+    assert [(p[2], p[3]) for p in runner.passes if p[:2] == ("long", 1)] == [(0, 30.0), (1, 45.0), (2, 52.5)]
+    ends = [(s.start, s.end) for s in window.segments]
+    assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:]))
+    assert ends[-1][1] == 60.0
+    assert core.continuations == 2
+    assert core.requests == {}
+
+
+def test_a_continuation_of_an_aborted_request_is_dropped() -> None:
+    runner = FakeRunner(delay_s=0.02, stop_early={("gone", 0): 3})
+    core = make_core(runner)
+    core.add_window(msg("gone", 0, 1), FEATURES, time.monotonic())
+    core.step(time.monotonic())  # the first pass is running
+    time.sleep(0.05)
+    core.step(time.monotonic())  # its continuation is queued (and maybe running)
+    core.abort("gone")
+    assert run_until_idle(core) == []
+    assert len(core.scheduler) == 0

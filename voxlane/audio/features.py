@@ -17,6 +17,12 @@ HOP_LENGTH = 160
 CHUNK_S = 30
 N_SAMPLES = CHUNK_S * SAMPLE_RATE
 N_FRAMES = N_SAMPLES // HOP_LENGTH  # 3000 frames of 10 ms
+FRAMES_PER_SECOND = SAMPLE_RATE // HOP_LENGTH
+PAD_MODE = "silence"
+"""How a window shorter than 30 s is padded: "silence", the log-mel of digital silence (the floor, 8 log10
+units under the window's peak), as openai-whisper's transcribe() gets by padding the audio with 30 s of
+zeros and as Whisper saw in training (pad_or_trim on the audio); or "zero", 0.0 in the normalised log-mel,
+as faster-whisper's pad_or_trim on the features does."""
 
 
 def _hz_to_mel(freq: np.ndarray) -> np.ndarray:
@@ -90,4 +96,16 @@ def log_mel(samples: np.ndarray, n_mels: int = 80) -> tuple[np.ndarray, int]:
     log_spec[:, :n_active] = np.log10(np.maximum(mel.T, 1e-10))
     log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
     log_spec = (log_spec + 4.0) / 4.0
-    return log_spec, min(N_FRAMES, (n + HOP_LENGTH - 1) // HOP_LENGTH)
+    n_frames = min(N_FRAMES, (n + HOP_LENGTH - 1) // HOP_LENGTH)
+    if PAD_MODE == "zero":
+        log_spec[:, n_frames:] = 0.0
+    return log_spec, n_frames
+
+
+def pad_frames(features: np.ndarray, n_frames: int, peak: float) -> np.ndarray:
+    """``features`` (normalised log-mel frames of audio) padded at the end to ``n_frames`` frames, the way
+    :func:`log_mel` pads a short window; ``peak`` is the largest value of the window they came from."""
+    pad = 0.0 if PAD_MODE == "zero" else peak - 2.0  # the floor: (max - 8 + 4) / 4
+    out = np.full((features.shape[0], n_frames), pad, dtype=np.float32)
+    out[:, :features.shape[1]] = features
+    return out

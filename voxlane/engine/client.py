@@ -45,10 +45,10 @@ class EngineRequest:
         self.finished = False
 
     async def send_window(self, index: int, offset_s: float, duration_s: float, features: np.ndarray,
-                          n_frames: int) -> None:
+                          n_frames: int, speech: list[tuple[float, float]] | None = None) -> None:
         self.client.check_alive()
         msg = WindowRequest(self.request_id, index, self.window_count, offset_s, duration_s, n_frames,
-                            features.shape[0], self.options)
+                            features.shape[0], self.options, speech)
         await self.client.send(encode_input(msg, features))
 
     async def results(self, timeout_s: float) -> AsyncIterator[WindowResult]:

@@ -6,6 +6,10 @@ starts what the scheduler makes due while a worker is free, and returns the resu
 finished since the last call. The process loop (proc.py) wakes on new input, on a finished batch
 (``on_batch_done``) or at the scheduler's next deadline.
 
+A window whose decode stopped early comes back from the runner with ``resume_s``: ``_collect`` queues its
+continuation (the rest of the window, carrying the segments so far) with the scheduler, where it is due at
+once and shares batches with other requests' windows, and sends the window's result after its last pass.
+
 Speech units go to ``self.tts`` (engine/tts.py), which has its own execution thread and thread budget.
 """
 
@@ -25,7 +29,7 @@ from voxlane.engine.request import RequestState, WindowWork
 from voxlane.engine.scheduler import AsrScheduler
 from voxlane.engine.tts import SpeechChunk, TtsCore
 from voxlane.messages import SpeechUnit, WindowRequest, WindowResult
-from voxlane.runners.base import Runner
+from voxlane.runners.base import Runner, WindowOutput
 from voxlane.runners.piper import SpeechRunner
 
 log = logging.getLogger(__name__)
@@ -42,8 +46,10 @@ class EngineCore:
         self.requests: dict[str, RequestState] = {}
         self._aborted: OrderedDict[str, None] = OrderedDict()
         self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="voxlane-engine")
-        self._running: set[Future[list[WindowResult]]] = set()
-        self._finished: list[Future[list[WindowResult]]] = []
+        self._running: set[Future[list[_Done]]] = set()
+        self._finished: list[Future[list[_Done]]] = []
+        self.continuations = 0
+        """Continuation passes queued since start (each costs one more window)."""
         self._lock = threading.Lock()
         self._on_batch_done = on_batch_done
         self.tts = TtsCore(tts_runner, config.tts_order, on_batch_done) if tts_runner is not None else None
@@ -80,7 +86,7 @@ class EngineCore:
     # --- the step ------------------------------------------------------------------------------
 
     def step(self, now: float) -> list[WindowResult | SpeechChunk]:
-        outputs: list[WindowResult | SpeechChunk] = list(self._collect())
+        outputs: list[WindowResult | SpeechChunk] = list(self._collect(now))
         if self.tts is not None:
             outputs.extend(self.tts.step(now))
         while len(self._running) < self.workers:
@@ -112,38 +118,38 @@ class EngineCore:
 
     # --- execution (on a worker thread) --------------------------------------------------------
 
-    def _execute(self, batch: Sequence[WindowWork]) -> list[WindowResult]:
+    def _execute(self, batch: Sequence[WindowWork]) -> list[_Done]:
         start = time.perf_counter()
         try:
-            results = self._run_checked(batch)
+            outputs = self._run_checked(batch)
         except Exception:
             if len(batch) == 1:
                 log.exception("window %d of %s failed", batch[0].msg.index, batch[0].request_id)
-                return [_error_result(batch[0], "the model failed on this audio window")]
+                return [(batch[0], WindowOutput(_error_result(batch[0], "the model failed on this audio window")))]
             # Isolate the bad window: one bad item fails alone, never its batch.
             log.warning("a batch of %d failed; running its windows one by one", len(batch), exc_info=True)
-            results = [r for w in batch for r in self._execute([w])]
+            return [done for w in batch for done in self._execute([w])]
         elapsed = time.perf_counter() - start
         # Seconds of engine time per window, smoothed: the scheduler's fairness clock.
         cost = elapsed / len(batch) / self.workers
         self.scheduler.window_cost_s = 0.8 * self.scheduler.window_cost_s + 0.2 * cost
-        return results
+        return list(zip(batch, outputs))
 
-    def _run_checked(self, batch: Sequence[WindowWork]) -> list[WindowResult]:
-        results = self.runner.run(batch)
-        if len(results) != len(batch):
-            raise RuntimeError(f"runner returned {len(results)} results for a batch of {len(batch)}")
-        for work, result in zip(batch, results):
-            if (result.request_id, result.index) != (work.request_id, work.msg.index):
+    def _run_checked(self, batch: Sequence[WindowWork]) -> list[WindowOutput]:
+        outputs = self.runner.run(batch)
+        if len(outputs) != len(batch):
+            raise RuntimeError(f"runner returned {len(outputs)} results for a batch of {len(batch)}")
+        for work, output in zip(batch, outputs):
+            if (output.result.request_id, output.result.index) != (work.request_id, work.msg.index):
                 raise RuntimeError("runner returned results out of order")
-        return results
+        return outputs
 
-    def _batch_done(self, future: Future[list[WindowResult]]) -> None:
+    def _batch_done(self, future: Future[list[_Done]]) -> None:
         with self._lock:
             self._finished.append(future)
         self._on_batch_done()
 
-    def _collect(self) -> list[WindowResult]:
+    def _collect(self, now: float) -> list[WindowResult]:
         with self._lock:
             finished, self._finished = self._finished, []
         outputs: list[WindowResult] = []
@@ -151,16 +157,27 @@ class EngineCore:
             self._running.discard(future)
             if future.cancelled():
                 continue
-            for result in future.result():
+            for work, output in future.result():
+                result = output.result
                 state = self.requests.get(result.request_id)
                 if state is None:
                     log.debug("dropping result for gone request %s (window %d)", result.request_id, result.index)
                     continue
+                if output.resume_s is not None and result.error is None:
+                    self.scheduler.add(work.continuation(output.resume_s, result.segments), now)
+                    self.continuations += 1
+                    continue
+                if work.earlier:
+                    result.segments = work.earlier + result.segments
                 state.emitted += 1
                 if state.emitted >= state.window_count:
                     del self.requests[result.request_id]
                 outputs.append(result)
         return outputs
+
+
+_Done = tuple[WindowWork, WindowOutput]
+"""A window and what its pass produced."""
 
 
 def _error_result(work: WindowWork, message: str) -> WindowResult:
