@@ -79,6 +79,10 @@ class ServerConfig:
     """Longest accepted audio after decoding, in seconds."""
     split_search_s: float = 8.0
     """Long audio is cut at the quietest 100 ms of the last this-many seconds before each 30 s boundary."""
+    chunking_strategy: str = "none"
+    """What a transcription without ``chunking_strategy`` gets: 'none' (all of the audio, in 30 s windows
+    cut at the quietest point; OpenAI's default) or 'auto' (Silero VAD regions: long silence is not
+    decoded). 'none' measured more accurate on the dev set: Silero missed seconds of real speech there."""
     max_queued_windows: int = 4096
     """Windows that may wait in the engine at once; past that new requests get 503 (queue depth)."""
     request_timeout_s: float = 600.0
@@ -127,6 +131,9 @@ _SERVE_SETTINGS: Sequence[tuple[str, type, Any, str]] = (
     ("max-audio-duration-s", float, 3 * 3600.0, "longest audio accepted after decoding, in seconds"),
     ("split-search-s", float, 8.0,
      "seconds before each 30 s boundary searched for the quietest 100 ms to cut long audio at"),
+    ("chunking-strategy", str, "none",
+     "chunking of transcriptions that send no chunking_strategy: none (all of the audio, in 30 s windows) or "
+     "auto (Silero VAD: windows cut at pauses, silence of 4 s or more not decoded)"),
     ("max-queued-windows", int, 4096, "30 s windows waiting in the engine before new requests get 503"),
     ("request-timeout-s", float, 600.0, "seconds a request may wait for the engine before a 503"),
     ("log-level", str, "info", "debug, info, warning or error"),
@@ -175,6 +182,8 @@ def serve_config_from_args(args: argparse.Namespace) -> ServerConfig:
             )
     if args.audio_preprocess_pool not in ("thread", "process"):
         raise ValueError("--audio-preprocess-pool must be 'thread' or 'process'")
+    if args.chunking_strategy not in ("auto", "none"):
+        raise ValueError("--chunking-strategy must be 'auto' or 'none'")
     if args.tts_order not in ("deadline", "fifo"):
         raise ValueError("--tts-order must be 'deadline' or 'fifo'")
     for name in ("engine_workers", "engine_threads", "beam_size", "max_batch_size",

@@ -37,6 +37,9 @@ class WindowRequest(msgspec.Struct, tag="window"):
     """Mel frames that hold audio (the rest is padding up to 30 s)."""
     n_mels: int
     options: TranscribeOptions
+    speech: list[tuple[float, float]] | None = None
+    """(start, end) in seconds of the original audio of the speech that voice activity detection found in
+    this window (padded, clipped to the window); None when it did not run."""
 
 
 class SpeechUnit(msgspec.Struct, tag="speech"):

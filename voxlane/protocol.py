@@ -12,6 +12,25 @@ RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
 LANGUAGE_CODES = frozenset(_LANGUAGE_CODES)
 
 
+class ServerVad(BaseModel):
+    """OpenAI's ``chunking_strategy`` object: cut the audio at pauses that voice activity detection finds."""
+
+    model_config = {"extra": "forbid"}
+
+    type: Literal["server_vad"]
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Speech probability at which speech starts; higher needs louder, clearer speech."""
+    prefix_padding_ms: int = Field(default=300, ge=0, le=10_000)
+    """Audio kept before (and after) each stretch of speech, in milliseconds."""
+    silence_duration_ms: int = Field(default=200, ge=0, le=10_000)
+    """Silence that ends a stretch of speech, in milliseconds."""
+
+
+ChunkingStrategy = Literal["auto", "none"] | ServerVad
+"""``auto`` (VAD with the defaults above), a ``server_vad`` object, or ``none`` (voxlane's: no VAD, fixed
+30 s windows cut at the quietest point; OpenAI's behaviour when the field is absent)."""
+
+
 class TranscriptionRequest(BaseModel):
     """The form fields of /v1/audio/transcriptions and /v1/audio/translations, except ``file``."""
 
@@ -22,6 +41,8 @@ class TranscriptionRequest(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=1.0)
     timestamp_granularities: list[Literal["segment", "word"]] = Field(default_factory=list)
     stream: bool = False
+    chunking_strategy: ChunkingStrategy | None = None
+    """None: the server's default (--chunking-strategy)."""
 
     @field_validator("language")
     @classmethod

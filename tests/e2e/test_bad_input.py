@@ -62,6 +62,20 @@ CASES = {
                                         ["english-only"]),
     "stream with srt": (lambda d: {"file": ("a.wav", wav_bytes(16000))},
                         {"stream": "true", "response_format": "srt"}, 400, ["stream"]),
+    "unknown chunking_strategy": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"chunking_strategy": "fast"},
+                                  400, ["chunking_strategy", "'auto'", "server_vad"]),
+    "chunking_strategy threshold out of range": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"chunking_strategy[type]": "server_vad", "chunking_strategy[threshold]": "2"}, 400,
+        ["threshold", "0 to 1"]),
+    "chunking_strategy of another type": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"chunking_strategy": '{"type": "semantic_vad"}'}, 400,
+        ["chunking_strategy", "server_vad"]),
+    "chunking_strategy not JSON": (lambda d: {"file": ("a.wav", wav_bytes(16000))},
+                                   {"chunking_strategy": '{"type": server_vad'}, 400, ["not valid json"]),
+    "chunking_strategy with an unknown option": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"chunking_strategy": '{"type": "server_vad", "padding": 3}'}, 400, ["chunking_strategy", "prefix_padding_ms"]),
 }
 
 

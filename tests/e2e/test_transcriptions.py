@@ -170,3 +170,39 @@ def test_translation_with_an_english_only_model_says_why(client, dev_set) -> Non
     body = err.value.response.json()
     assert body["error"]["code"] == "translation_unsupported"
     assert "English-only" in body["error"]["message"]
+
+
+def test_noise_only_file_gives_an_empty_transcript(client, dev_set) -> None:
+    # 25 s of pink noise at -60 dBFS: Whisper alone says ". . . ." or "Thank you."; the answer is nothing.
+    clip = by_name(dev_set, "noise_only_pink_-60dBFS_25s.flac")
+    for strategy in ("auto", "none"):
+        result = client.audio.transcriptions.create(model="whisper-1", file=clip.path.open("rb"),
+                                                    response_format="verbose_json", chunking_strategy=strategy)
+        assert len(result.text.split()) <= 2, (strategy, result.text)
+        assert abs(result.duration - clip.duration_s) < 0.05
+
+
+def test_chunking_strategy_with_the_openai_client(client, dev_set) -> None:
+    clip = by_name(dev_set, "so762_2251_speech_25s_noise_speech.flac")
+    results = {}
+    for name, strategy in {
+        "auto": "auto",
+        "server_vad": {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 200},
+        "none": "none",
+    }.items():
+        results[name] = client.audio.transcriptions.create(
+            model="whisper-1", file=clip.path.open("rb"), response_format="verbose_json",
+            timestamp_granularities=["segment"], chunking_strategy=strategy)  # type: ignore[arg-type]
+    for name, result in results.items():
+        assert wer([clip.text], [result.text]) < 0.15, (name, result.text)
+        starts = [s.start for s in result.segments]
+        assert starts == sorted(starts)
+    # With VAD, nothing is decoded in the 25 s of noise (26-51 s): timestamps are true times in the file.
+    for name in ("auto", "server_vad"):
+        assert not [s for s in results[name].segments if 27.0 < s.start < 50.0], name
+    # A field of another shape (curl's JSON string) is read the same way.
+    response = httpx.post(client.base_url.join("audio/transcriptions"), files={"file": clip.path.open("rb")},
+                          data={"model": "whisper-1", "chunking_strategy": '{"type": "server_vad", "threshold": 0.6}'},
+                          timeout=120)
+    assert response.status_code == 200, response.text
+    assert wer([clip.text], [response.json()["text"]]) < 0.15

@@ -84,10 +84,12 @@ class Executors:
 
     async def warm_up(self, voice_config_path: str) -> None:
         """Start the text and encode workers now (espeak's data loaded, codecs opened once), so the first
-        speech request does not pay ~1 s for it."""
+        speech request does not pay ~1 s for it; load the VAD model on the audio pool."""
         from voxlane.audio.encode import close_stream, open_stream
+        from voxlane.audio.pipeline import warm_up as warm_up_audio
         from voxlane.text.phonemes import prepare
 
+        await self.run("audio", warm_up_audio)
         await self.run("text", prepare, "Ready.", voice_config_path)
         for name in self._encode_names:
             await self._run(name, open_stream, "warm-up", "mp3", 22050, None)

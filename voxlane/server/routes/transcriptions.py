@@ -24,10 +24,12 @@ from starlette.formparsers import MultiPartException
 
 from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import decode_and_split, window_features
+from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import EngineRequest
 from voxlane.errors import ClientGone, InvalidRequest, PayloadTooLarge, VoxlaneError
 from voxlane.messages import Segment, TranscribeOptions, WindowResult
-from voxlane.protocol import (RESPONSE_FORMATS, Transcription, TranscriptionRequest, Usage, VerboseTranscription)
+from voxlane.protocol import (RESPONSE_FORMATS, ServerVad, Transcription, TranscriptionRequest, Usage,
+                              VerboseTranscription)
 from voxlane.protocol import Segment as WireSegment
 from voxlane.protocol import Word as WireWord
 from voxlane.server.formats import join_text, to_srt, to_vtt
@@ -73,7 +75,8 @@ async def _handle(request: Request, task: str) -> Response:
     data = await upload.read()
     _check_upload_size(len(data), state)
     samples, windows = await state.executors.run("audio", decode_and_split, data, state.config.max_audio_duration_s,
-                                                 state.config.split_search_s)
+                                                 state.config.split_search_s,
+                                                 _vad_options(params.chunking_strategy or state.config.chunking_strategy))
     del data
     options = TranscribeOptions(
         task=task,
@@ -108,6 +111,7 @@ async def _read_form(request: Request, state: AppState) -> tuple[UploadFile, Tra
     granularities = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
     fields["timestamp_granularities"] = [g for g in granularities if isinstance(g, str)]
     fields.pop("timestamp_granularities[]", None)
+    _chunking_field(fields)
     if "model" not in fields:
         raise InvalidRequest(f"missing 'model': send model='{state.config.model_name}'", param="model")
     try:
@@ -116,12 +120,52 @@ async def _read_form(request: Request, state: AppState) -> tuple[UploadFile, Tra
         raise _invalid(exc) from None
 
 
+_CHUNKING_HINT = ("send chunking_strategy='auto', 'none' or a server_vad object such as "
+                  '{"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 200} '
+                  "(threshold 0 to 1, durations 0 to 10000 ms)")
+
+
+def _chunking_field(fields: dict[str, Any]) -> None:
+    """``chunking_strategy`` in ``fields`` as the model reads it. It arrives as 'auto' (or 'none'), as a JSON
+    object in one field (curl), or as bracketed fields, ``chunking_strategy[type]=server_vad`` and so on (the
+    openai client's multipart encoding of an object)."""
+    nested = {key[len("chunking_strategy["):-1]: fields.pop(key) for key in list(fields)
+              if key.startswith("chunking_strategy[") and key.endswith("]")}
+    raw = fields.get("chunking_strategy")
+    if nested:
+        if raw is not None:
+            raise InvalidRequest(f"chunking_strategy is sent twice; {_CHUNKING_HINT}", param="chunking_strategy")
+        fields["chunking_strategy"] = nested
+    elif raw is not None:
+        raw = raw.strip()
+        if raw.startswith("{"):
+            try:
+                fields["chunking_strategy"] = json.loads(raw)
+            except json.JSONDecodeError:
+                raise InvalidRequest(f"chunking_strategy is not valid JSON; {_CHUNKING_HINT}",
+                                     param="chunking_strategy") from None
+        elif raw in ("", "null"):
+            fields.pop("chunking_strategy")
+        else:
+            fields["chunking_strategy"] = raw
+
+
+def _vad_options(strategy: str | ServerVad) -> VadOptions | None:
+    if isinstance(strategy, ServerVad):
+        return VadOptions(strategy.threshold, strategy.prefix_padding_ms, strategy.silence_duration_ms)
+    return VadOptions() if strategy == "auto" else None
+
+
 def _invalid(exc: ValidationError) -> InvalidRequest:
     err = exc.errors()[0]
     param = ".".join(str(p) for p in err["loc"]) or None
     message = err["msg"].removeprefix("Value error, ")
     if param == "response_format":
         message = f"response_format must be one of {', '.join(RESPONSE_FORMATS)}"
+    if param and param.startswith("chunking_strategy"):
+        field = param.split(".")[-1]
+        detail = f"{field}: {message}; " if field in ServerVad.model_fields and field != "type" else ""
+        return InvalidRequest(f"invalid 'chunking_strategy': {detail}{_CHUNKING_HINT}", param="chunking_strategy")
     return InvalidRequest(f"invalid '{param}': {message}", param=param)
 
 
@@ -138,7 +182,7 @@ def _check_upload_size(size: int, state: AppState) -> None:
 class _Job:
     """One request's trip through the audio pool and the engine."""
 
-    def __init__(self, state: AppState, samples: np.ndarray, windows: list[tuple[int, int]],
+    def __init__(self, state: AppState, samples: np.ndarray, windows: list[tuple[int, int, float]],
                  options: TranscribeOptions) -> None:
         self.state = state
         self.samples = samples
@@ -165,10 +209,11 @@ class _Job:
     async def _feed(self, req: EngineRequest) -> None:
         n_mels = self.state.engine.n_mels
         try:
-            for index, (start, end) in enumerate(self.windows):
+            for index, (start, end, speech) in enumerate(self.windows):
                 features, n_frames = await self.state.executors.run(
                     "audio", window_features, self.samples[start:end], n_mels)
-                await req.send_window(index, start / TARGET_RATE, (end - start) / TARGET_RATE, features, n_frames)
+                await req.send_window(index, start / TARGET_RATE, (end - start) / TARGET_RATE, features, n_frames,
+                                      speech)
         except VoxlaneError as exc:
             req.deliver(exc)  # wakes the reader, which raises it
         except Exception:
