@@ -76,6 +76,28 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     engine.add_argument("--result-filename", help="JSON file name (default: engine-YYYYMMDD-HHMMSS.json)")
     engine.set_defaults(func=_guard(_engine))
 
+    accuracy = bench_sub.add_parser(
+        "accuracy", help="WER of a server against plain faster-whisper on the same files, in the same run",
+        description="Transcribe every file of the dataset once through the server (at --max-concurrency "
+                    "requests at once), through faster-whisper's sequential WhisperModel.transcribe and through "
+                    "its BatchedInferencePipeline with VAD (same model, compute type and beam size), and print "
+                    "WER with substitutions / deletions / insertions per file and for the corpus.",
+    )
+    add_load_arguments(accuracy, sweep=False)
+    ref = accuracy.add_argument_group("faster-whisper reference")
+    ref.add_argument("--reference-model", default=DEFAULT_MODEL_NAME,
+                     help=f"'{DEFAULT_MODEL_NAME}' (bundled) or a CTranslate2 Whisper model directory: the model the "
+                          f"server runs (default: {DEFAULT_MODEL_NAME})")
+    ref.add_argument("--compute-type", default="int8", help="CTranslate2 compute type (default: int8)")
+    ref.add_argument("--beam-size", type=int, default=1, help="1 = greedy, as the server's default (default: 1)")
+    ref.add_argument("--threads", type=int, default=2, help="CTranslate2 threads of the reference (default: 2)")
+    ref.add_argument("--batch-size", type=int, default=8,
+                     help="batch size of the BatchedInferencePipeline (default: 8)")
+    ref.add_argument("--language", default="en", help="language= for the reference and the server (default: en)")
+    ref.add_argument("--systems", default=",".join(("server", "faster-whisper", "fw-batched-vad")),
+                     metavar="NAME,...", help="which to run: server, faster-whisper, fw-batched-vad (default: all)")
+    accuracy.set_defaults(func=_guard(_accuracy), max_concurrency=8)
+
 
 def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Usage problems (bad values, unreadable datasets, missing extras) -> one line on stderr, exit 2."""
@@ -157,4 +179,60 @@ def _engine(args: argparse.Namespace) -> int:
     if args.save_result or args.result_filename:
         name = args.result_filename or f"engine-{time.strftime('%Y%m%d-%H%M%S')}.json"
         print(f"saved {report.save_json(result, args.result_dir, name)}")
+    return 0
+
+
+def _accuracy(args: argparse.Namespace) -> int:
+    import dataclasses
+    import time
+
+    from voxlane.bench import accuracy, metrics, report, runner
+    from voxlane.bench.options import options_from_args
+    from voxlane.config import default_model_path
+
+    systems = [name.strip() for name in args.systems.split(",") if name.strip()]
+    unknown = sorted(set(systems) - set(accuracy.SYSTEMS))
+    if unknown or not systems:
+        raise ValueError(f"--systems: {', '.join(unknown) or 'none given'}; choose from {', '.join(accuracy.SYSTEMS)}")
+    if args.backend != "openai-audio":
+        raise ValueError("bench accuracy measures transcription: leave --backend at openai-audio")
+    if args.num_prompts is not None:
+        raise ValueError("bench accuracy sends each file once: leave out --num-prompts")
+    if args.beam_size < 1 or args.threads < 1 or args.batch_size < 1:
+        raise ValueError("--beam-size, --threads and --batch-size must be at least 1")
+    model = args.reference_model
+    if model != DEFAULT_MODEL_NAME and not (Path(model) / "model.bin").is_file():
+        raise ValueError(f"--reference-model {model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper "
+                         "model directory (a folder with model.bin)")
+    opts = options_from_args(args)
+    if args.language:
+        opts = dataclasses.replace(opts, extra_body={"language": args.language, **opts.extra_body})
+    items = runner.load_inputs(opts)
+    name, normalise = metrics.text_normaliser()
+    runs = []
+    if "server" in systems:
+        runs.append(accuracy.run_server(opts, items))
+    if "faster-whisper" in systems or "fw-batched-vad" in systems:
+        fw = accuracy.faster_whisper_model(str(default_model_path() if model == DEFAULT_MODEL_NAME else model),
+                                           args.compute_type, args.threads)
+        if "faster-whisper" in systems:
+            runs.append(accuracy.run_faster_whisper(fw, items, args.beam_size, args.language or None))
+        if "fw-batched-vad" in systems:
+            runs.append(accuracy.run_faster_whisper_batched(fw, items, args.beam_size, args.language or None,
+                                                            args.batch_size))
+    result = accuracy.table(items, runs, normalise)
+    result |= {"benchmark": "accuracy", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dataset": opts.dataset,
+               "base_url": opts.base_url, "max_concurrency": opts.max_concurrency, "reference_model": model,
+               "compute_type": args.compute_type, "beam_size": args.beam_size, "normaliser": name,
+               "errors": {run.name: run.errors[:3] for run in runs if run.errors}}
+    print(f"{'=' * 20} voxlane bench accuracy {'=' * 20}")
+    print(f"{len(items)} files from {opts.dataset}; server {opts.base_url} at {opts.max_concurrency} at once; "
+          f"faster-whisper {model} ({args.compute_type}, beam {args.beam_size}); normaliser: {name}")
+    print(accuracy.format_table(result, [run.name for run in runs]))
+    for run in runs:
+        for error in run.errors[:3]:
+            print(f"{run.name}: failed: {error}")
+    if opts.save_result or opts.result_filename:
+        filename = opts.result_filename or f"accuracy-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        print(f"saved {report.save_json(result, opts.result_dir, filename)}")
     return 0

@@ -3,7 +3,7 @@ in this process, with no HTTP, no engine process and no scheduler, at several ba
 
 One pass at batch size B: decode and split every request's audio, compute every window's log-mel features,
 then run all windows through ``WhisperRunner.run`` in batches of B (in request order, so a batch mixes
-requests as the server's does). Everything runs one step after another on one Python thread; the runner
+requests as the server's does), then the continuations those asked for, in batches of B, until none is left. Everything runs one step after another on one Python thread; the runner
 uses ``--engine-threads`` native threads, as the server's engine does.
 """
 
@@ -19,7 +19,7 @@ from voxlane.bench import metrics
 from voxlane.bench.datasets import AudioSample, request_order
 from voxlane.config import DEFAULT_MODEL_NAME, EngineConfig, ServerConfig, default_model_path
 from voxlane.engine.request import WindowWork
-from voxlane.messages import TranscribeOptions, WindowRequest
+from voxlane.messages import TranscribeOptions, WindowRequest, WindowResult
 from voxlane.server.formats import join_text
 
 MAX_DURATION_S = 24 * 3600.0
@@ -96,13 +96,7 @@ def _one_pass(runner: Any, opts: EngineBenchOptions, requests: Sequence[AudioSam
     works = _prepare(runner, requests, opts.split_search_s)
     t_prep = time.perf_counter() - t0
     t1 = time.perf_counter()
-    results = []
-    for start in range(0, len(works), batch_size):
-        batch = works[start:start + batch_size]
-        out = runner.run(batch)
-        if len(out) != len(batch):
-            raise RuntimeError(f"the runner returned {len(out)} results for a batch of {len(batch)}")
-        results.extend(out)
+    results, continuations = run_windows(runner, works, batch_size)
     t_run = time.perf_counter() - t1
     texts = _texts(results, len(requests))
     refs = [(r.text, t) for r, t in zip(requests, texts) if r.text is not None]
@@ -110,6 +104,7 @@ def _one_pass(runner: Any, opts: EngineBenchOptions, requests: Sequence[AudioSam
     return {
         "batch_size": batch_size,
         "windows": len(works),
+        "continuations": continuations,
         "prepare_s": t_prep,
         "runner_s": t_run,
         "wall_s": t_prep + t_run,
@@ -120,16 +115,40 @@ def _one_pass(runner: Any, opts: EngineBenchOptions, requests: Sequence[AudioSam
     }
 
 
+def run_windows(runner: Any, works: Sequence[WindowWork], batch_size: int) -> tuple[list[WindowResult], int]:
+    """Every window's final result (its passes' segments joined), as the engine core would send them, and
+    how many continuation passes that took."""
+    results: list[WindowResult] = []
+    pending = list(works)
+    continuations = 0
+    while pending:
+        later = []
+        for start in range(0, len(pending), batch_size):
+            batch = pending[start:start + batch_size]
+            out = runner.run(batch)
+            if len(out) != len(batch):
+                raise RuntimeError(f"the runner returned {len(out)} results for a batch of {len(batch)}")
+            for work, output in zip(batch, out):
+                if output.resume_s is not None and output.result.error is None:
+                    later.append(work.continuation(output.resume_s, output.result.segments))
+                else:
+                    output.result.segments = work.earlier + output.result.segments
+                    results.append(output.result)
+        continuations += len(later)
+        pending = later
+    return results, continuations
+
+
 def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float) -> list[WindowWork]:
     works = []
     options = TranscribeOptions()
     for i, request in enumerate(requests):
         samples, windows = decode_and_split(request.data, MAX_DURATION_S, split_search_s)
-        for index, (start, end) in enumerate(windows):
+        for index, (start, end, speech) in enumerate(windows):
             features, n_frames = window_features(samples[start:end], runner.n_mels)
             msg = WindowRequest(request_id=str(i), index=index, count=len(windows), offset_s=start / TARGET_RATE,
                                 duration_s=(end - start) / TARGET_RATE, n_frames=n_frames, n_mels=runner.n_mels,
-                                options=options)
+                                options=options, speech=speech)
             works.append(WindowWork(msg, features, arrival_s=0.0, enqueued_s=0.0))
     return works
 
@@ -151,11 +170,11 @@ def format_engine_result(r: dict[str, Any]) -> str:
              f"model {r['model']} ({r['compute_type']}, {r['engine_threads']} threads, beam {r['beam_size']}); "
              f"{r['num_prompts']} requests, {r['input_audio_s']:.1f} s of audio from {r['dataset']}",
              f"{'round':>6}{'batch':>6}{'windows':>9}{'prepare s':>11}{'runner s':>10}{'RTFx':>9}{'runner RTFx':>13}"
-             f"{'WER':>8}"]
+             f"{'WER':>8}{'contin.':>9}"]
     for p in r["passes"]:
         wer = "-" if p["wer"] != p["wer"] else f"{100 * p['wer']:.1f}%"
         lines.append(f"{p['round'] + 1:>6}{p['batch_size']:>6}{p['windows']:>9}{p['prepare_s']:>11.2f}"
-                     f"{p['runner_s']:>10.2f}{p['rtfx']:>9.1f}{p['runner_rtfx']:>13.1f}{wer:>8}")
+                     f"{p['runner_s']:>10.2f}{p['rtfx']:>9.1f}{p['runner_rtfx']:>13.1f}{wer:>8}{p['continuations']:>9}")
     if r["repeats"] > 1:
         lines.append("best RTFx per batch size: " + ", ".join(
             f"{b['batch_size']}: {b['best_rtfx']:.1f} (median {b['median_rtfx']:.1f})" for b in r["per_batch_size"]))
