@@ -96,6 +96,8 @@ class WindowResult(msgspec.Struct, tag="result"):
     language: str
     segments: list[Segment]
     error: str | None = None
+    passes: int = 1
+    """Decode passes the window took (more than 1 when its decode stopped early and was continued)."""
 
 
 class SpeechAudio(msgspec.Struct, tag="audio"):

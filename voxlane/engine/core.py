@@ -169,6 +169,7 @@ class EngineCore:
                     continue
                 if work.earlier:
                     result.segments = work.earlier + result.segments
+                result.passes = work.passes + 1
                 state.emitted += 1
                 if state.emitted >= state.window_count:
                     del self.requests[result.request_id]

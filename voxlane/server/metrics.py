@@ -15,6 +15,8 @@ class Metrics:
     audio_seconds: float = 0.0
     """Seconds of audio transcribed successfully."""
     windows: int = 0
+    continuations: int = 0
+    """Extra decode passes over windows whose first decode stopped early."""
     stream_errors: int = 0
     """Streams that ended with an error after their first byte."""
     speech_seconds: float = 0.0
@@ -36,6 +38,9 @@ class Metrics:
             f"voxlane_audio_seconds_total {self.audio_seconds:.3f}",
             "# TYPE voxlane_windows_total counter",
             f"voxlane_windows_total {self.windows}",
+            "# HELP voxlane_continuation_passes_total Extra decode passes over windows whose decode stopped early.",
+            "# TYPE voxlane_continuation_passes_total counter",
+            f"voxlane_continuation_passes_total {self.continuations}",
             "# TYPE voxlane_stream_errors_total counter",
             f"voxlane_stream_errors_total {self.stream_errors}",
             "# TYPE voxlane_engine_queued_windows gauge",

@@ -201,6 +201,7 @@ class _Job:
                                            f"{self.windows[result.index][0] / TARGET_RATE:.1f} s: "
                                            f"{result.error}")
                     self.state.metrics.windows += 1
+                    self.state.metrics.continuations += result.passes - 1
                     yield result
             finally:
                 feeder.cancel()

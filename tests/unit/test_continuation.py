@@ -1,0 +1,55 @@
+"""A continuation pass: where it starts, what it carries, and when the runner asks for one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voxlane.audio.features import log_mel
+from voxlane.engine.request import WindowWork
+from voxlane.messages import Segment, TranscribeOptions, WindowRequest
+from voxlane.runners.whisper import speech_after
+
+
+def window(offset_s: float, samples: np.ndarray, speech: list[tuple[float, float]] | None = None) -> WindowWork:
+    features, n_frames = log_mel(samples)
+    msg = WindowRequest("r", 2, 5, offset_s, len(samples) / 16000, n_frames, 80, TranscribeOptions(), speech)
+    return WindowWork(msg, features, arrival_s=1.0, enqueued_s=1.0)
+
+
+def test_a_continuation_is_the_rest_of_the_window_at_its_true_offset() -> None:
+    rng = np.random.default_rng(0)
+    samples = (rng.standard_normal(16000 * 20) * 0.1).astype(np.float32)
+    work = window(60.0, samples, [(61.0, 79.0)])
+    earlier = [Segment(60.0, 68.0, " before", [1], 0.0, 1.0, 0.0, 0.0)]
+    cont = work.continuation(8.0, earlier)
+
+    assert (cont.msg.request_id, cont.msg.index, cont.msg.count) == ("r", 2, 5)
+    assert cont.msg.offset_s == 68.0 and cont.msg.duration_s == pytest.approx(12.0)
+    assert cont.msg.n_frames == work.msg.n_frames - 800
+    assert cont.passes == 1 and cont.earlier == earlier and cont.msg.speech == [(61.0, 79.0)]
+    assert cont.arrival_s == work.arrival_s  # keeps its request's place in the fair order
+    # The features are the window's, shifted by 8 s, padded at the end like a short window.
+    np.testing.assert_array_equal(cont.features[:, :cont.msg.n_frames], work.features[:, 800:work.msg.n_frames])
+    floor = work.features.max() - 2.0
+    np.testing.assert_allclose(cont.features[:, cont.msg.n_frames:], floor)
+    assert cont.features.shape == work.features.shape
+    # Its features equal those of the same audio cut there (up to frames at the cut and the window's peak).
+    fresh, _ = log_mel(samples[8 * 16000:])
+    assert np.abs(fresh[:, 2:1000] - cont.features[:, 2:1000]).max() < 0.05
+
+
+def test_a_continuation_must_start_inside_the_audio() -> None:
+    work = window(0.0, np.zeros(16000 * 5, dtype=np.float32))
+    with pytest.raises(ValueError):
+        work.continuation(5.5, [])
+    with pytest.raises(ValueError):
+        work.continuation(0.0, [])
+
+
+def test_speech_after_counts_vad_speech_left_in_the_window() -> None:
+    samples = np.zeros(16000 * 30, dtype=np.float32)
+    assert speech_after(window(100.0, samples, [(101.0, 110.0), (124.0, 126.5)]).msg, 20.0)  # 2.5 s left
+    assert not speech_after(window(100.0, samples, [(101.0, 120.6)]).msg, 20.0)  # 0.6 s: padding, not words
+    assert not speech_after(window(100.0, samples, []).msg, 5.0)
+    assert speech_after(window(100.0, samples, None).msg, 5.0)  # no VAD ran: trust the decode's stop
