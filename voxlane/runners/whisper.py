@@ -10,8 +10,8 @@ A greedy decode often stops before its window's audio does: it ends on a segment
 closes its last segment and says end-of-text while seconds of speech remain. Both lost words at window
 ends (issue 8: 90 deleted words in 2,316). Like faster-whisper's ``seek``, the runner then hands back the
 time of the last timestamp it trusts (``WindowOutput.resume_s``), and the engine decodes the rest of the
-window as a continuation pass, prompted with this pass's text. faster-whisper trusts a closed last segment
-and moves on; voxlane also continues after one when the rest of the window still holds speech energy.
+window as a continuation pass. faster-whisper trusts a closed last segment and moves on; voxlane also
+continues after one when voice activity detection finds speech in the rest of the window.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ MAX_PASSES = 4
 """Decodes of one window at most: the first and up to three continuations (each starts later)."""
 MIN_RESUME_S = 1.0
 """A decode that closed its last segment is continued only when at least this much audio is left after it
-(and that rest holds speech energy): a closing timestamp a few frames early is normal."""
+(and VAD finds speech in it): a closing timestamp a few frames early is normal."""
 MIN_PROGRESS_S = 0.5
 """A continuation starts at least this far into its window, so every pass moves on."""
 MIN_SPEECH_AFTER_S = 1.0
