@@ -83,3 +83,25 @@ def test_engine_ceiling(tiny_dataset: Path, tmp_path: Path, capsys: pytest.Captu
         assert p["windows"] == 2 and p["runner_rtfx"] >= p["rtfx"] > 0 and p["wer"] < 0.5
     assert r["best_batch_size"] in (1, 2) and r["rtfx"] == max(p["rtfx"] for p in r["passes"])
     assert "ceiling: RTFx" in capsys.readouterr().out
+
+
+def test_accuracy_against_voxlane_and_faster_whisper(server: Any, tiny_dataset: Path, tmp_path: Path,
+                                                     capsys: Any) -> None:
+    r = bench(tmp_path, "accuracy", "--base-url", server.base_url, "--dataset", str(tiny_dataset),
+              "--max-concurrency", "2", "--save-result")
+    assert [row["file"] for row in r["files"]] and r["failed"] == {"server": 0, "faster-whisper": 0,
+                                                                    "fw-batched-vad": 0}
+    for row in r["files"]:
+        for name in ("server", "faster-whisper", "fw-batched-vad"):
+            s = row[name]
+            assert s["words"] > 0 and s["sub"] + s["del"] + s["ins"] == round(s["wer"] * s["words"])
+    total = r["total"]
+    assert total["server"]["words"] == sum(row["server"]["words"] for row in r["files"])
+    assert total["server"]["wer"] < 0.5 and total["faster-whisper"]["wer"] < 0.5
+    table = capsys.readouterr().out
+    assert "sub/del/ins" in table and "corpus" in table and "fw-batched-vad" in table
+
+
+def test_accuracy_bad_systems_exit_2(capsys: Any) -> None:
+    assert main(["bench", "accuracy", "--dataset", "x.jsonl", "--systems", "server,whisperx"]) == 2
+    assert "whisperx" in capsys.readouterr().err
