@@ -84,6 +84,9 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
                     "WER with substitutions / deletions / insertions per file and for the corpus.",
     )
     add_load_arguments(accuracy, sweep=False)
+    for action in accuracy._actions:
+        if action.dest == "max_concurrency":
+            action.default, action.help = 8, "requests in flight at most at the server (default: 8)"
     ref = accuracy.add_argument_group("faster-whisper reference")
     ref.add_argument("--reference-model", default=DEFAULT_MODEL_NAME,
                      help=f"'{DEFAULT_MODEL_NAME}' (bundled) or a CTranslate2 Whisper model directory: the model the "
@@ -96,7 +99,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     ref.add_argument("--language", default="en", help="language= for the reference and the server (default: en)")
     ref.add_argument("--systems", default=",".join(("server", "faster-whisper", "fw-batched-vad")),
                      metavar="NAME,...", help="which to run: server, faster-whisper, fw-batched-vad (default: all)")
-    accuracy.set_defaults(func=_guard(_accuracy), max_concurrency=8)
+    accuracy.set_defaults(func=_guard(_accuracy))
 
 
 def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
