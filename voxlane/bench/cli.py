@@ -120,6 +120,12 @@ def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
     return run
 
 
+def _check_model(flag: str, model: str) -> None:
+    if model != DEFAULT_MODEL_NAME and not (Path(model) / "model.bin").is_file():
+        raise ValueError(f"{flag} {model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper model "
+                         "directory (a folder with model.bin)")
+
+
 def _serve(args: argparse.Namespace) -> int:
     from voxlane.bench import report, runner
     from voxlane.bench.options import options_from_args
@@ -169,9 +175,7 @@ def _engine(args: argparse.Namespace) -> int:
         raise ValueError("--num-prompts must be at least 1")
     if args.engine_threads < 1 or args.beam_size < 1 or args.repeats < 1:
         raise ValueError("--engine-threads, --beam-size and --repeats must be at least 1")
-    if args.model != DEFAULT_MODEL_NAME and not (Path(args.model) / "model.bin").is_file():
-        raise ValueError(f"--model {args.model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper "
-                         "model directory (a folder with model.bin)")
+    _check_model("--model", args.model)
     items = load_audio_dataset(args.dataset, min_duration_s=args.min_duration_s, max_duration_s=args.max_duration_s)
     opts = EngineBenchOptions(model=args.model, compute_type=args.compute_type, engine_threads=args.engine_threads,
                               beam_size=args.beam_size, batch_sizes=batch_sizes, num_prompts=args.num_prompts,
@@ -204,9 +208,7 @@ def _accuracy(args: argparse.Namespace) -> int:
     if args.beam_size < 1 or args.threads < 1 or args.batch_size < 1:
         raise ValueError("--beam-size, --threads and --batch-size must be at least 1")
     model = args.reference_model
-    if model != DEFAULT_MODEL_NAME and not (Path(model) / "model.bin").is_file():
-        raise ValueError(f"--reference-model {model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper "
-                         "model directory (a folder with model.bin)")
+    _check_model("--reference-model", model)
     opts = options_from_args(args)
     if args.language:
         opts = dataclasses.replace(opts, extra_body={"language": args.language, **opts.extra_body})

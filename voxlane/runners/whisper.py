@@ -58,11 +58,6 @@ MIN_SPEECH_AFTER_S = 1.0
 """Speech (as voice activity detection found it, padded by 0.3 s on each side) after the last closed
 segment that makes a continuation worth its cost. On the dev set the continuations that found lost
 sentences had 2.5-4.3 s of it; those that found nothing, or "Thank you.", 0-0.53 s."""
-CONTINUATION_PROMPT = False
-"""Condition a continuation on the text of the passes before it, as faster-whisper conditions each seek on
-the text so far. Off: on the dev set the prompt made continuations over pauses repeat earlier sentences
-("You know this is true." after "You know this could be true.") and invent "Thank you."; 6.6% WER without
-it, 6.7% with it."""
 
 
 def compression_ratio(text: str) -> float:
@@ -130,20 +125,18 @@ class WhisperRunner:
         return Tokenizer(self.hf_tokenizer, self.is_multilingual, task=task, language=language)
 
     @lru_cache(maxsize=256)
-    def _initial_prompt(self, language: str, options: TranscribeOptions) -> tuple[int, ...]:
-        if not options.prompt:
-            return ()
-        return tuple(self.tokenizer(options.task, language).encode(" " + options.prompt.strip()))
-
-    def _prompt_tokens(self, language: str, work: WindowWork) -> list[int]:
-        """Whisper's prompt: the previous text (the request's ``prompt``, then the window's earlier passes)
-        after <|startofprev|>, then the start-of-transcript sequence."""
-        tok = self.tokenizer(work.options.task, language)
-        previous = list(self._initial_prompt(language, work.options))
-        if CONTINUATION_PROMPT:
-            previous += [t for seg in work.earlier for t in seg.tokens]
-        prompt = [tok.sot_prev, *previous[-(MAX_LENGTH // 2 - 1):]] if previous else []
-        return [*prompt, *tok.sot_sequence]
+    def _prompt_tokens(self, language: str, options: TranscribeOptions) -> tuple[int, ...]:
+        """Whisper's prompt: the request's ``prompt`` after <|startofprev|>, then the start-of-transcript
+        sequence. A continuation gets the same prompt as its window, not the text of the passes before it:
+        on the dev set that text made continuations over pauses repeat earlier sentences ("You know this is
+        true." after "You know this could be true.") and invent "Thank you." (6.7% WER with it, 6.6%
+        without; docs/long-audio.md)."""
+        tok = self.tokenizer(options.task, language)
+        prompt: list[int] = []
+        if options.prompt:
+            previous = tok.encode(" " + options.prompt.strip())
+            prompt = [tok.sot_prev, *previous[-(MAX_LENGTH // 2 - 1):]]
+        return (*prompt, *tok.sot_sequence)
 
     # --- the batch -------------------------------------------------------------------------------
 
@@ -176,7 +169,7 @@ class WhisperRunner:
 
     def _generate(self, batch: Sequence[WindowWork], encoded: ctranslate2.StorageView,
                   languages: list[str]) -> list[_Decoded]:
-        prompts = [self._prompt_tokens(lang, w) for w, lang in zip(batch, languages)]
+        prompts = [list(self._prompt_tokens(lang, w.options)) for w, lang in zip(batch, languages)]
         temperature = batch[0].options.temperature  # the scheduler batches one temperature together
         best = self._decode_once(encoded, list(range(len(batch))), prompts, languages, batch, temperature)
         if temperature > 0:
@@ -201,7 +194,7 @@ class WhisperRunner:
                      languages: list[str], batch: Sequence[WindowWork], temperature: float) -> list[_Decoded]:
         """Decode the windows ``rows`` of the batch; one result per row, in order. CTranslate2 wants the
         start-of-transcript token at the same place in every row of a call, so rows whose prompts differ in
-        length (a continuation conditioned on its earlier text, a request's own prompt) go in separate calls."""
+        length (requests with prompts of their own) go in separate calls."""
         by_length: dict[int, list[int]] = {}
         for i in rows:
             by_length.setdefault(len(prompts[i]), []).append(i)
