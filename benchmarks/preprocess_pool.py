@@ -29,8 +29,8 @@ DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "dev" / "manifest.jsonl"
 
 async def one_upload(executors: Executors, data: bytes) -> int:
     samples, windows = await executors.run("audio", decode_and_split, data, 3 * 3600.0, 8.0)
-    for start, end, _speech in windows:
-        await executors.run("audio", window_features, samples[start:end], 80)
+    for start, end, speech in windows:
+        await executors.run("audio", window_features, samples[start:end], 80, start / 16000, speech)
     return len(windows)
 
 

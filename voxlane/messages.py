@@ -39,7 +39,8 @@ class WindowRequest(msgspec.Struct, tag="window"):
     options: TranscribeOptions
     speech: list[tuple[float, float]] | None = None
     """(start, end) in seconds of the original audio of the speech that voice activity detection found in
-    this window (padded, clipped to the window); None when it did not run."""
+    this window (audio/vad.py: the window's loud frames, or Silero's padded spans; clipped to the window);
+    None when it did not run."""
 
 
 class SpeechUnit(msgspec.Struct, tag="speech"):

@@ -7,8 +7,10 @@ import pytest
 
 from tests.conftest import DEV_DIR
 from voxlane.audio.decode import TARGET_RATE, decode_audio
-from voxlane.audio.pipeline import decode_and_split
-from voxlane.audio.vad import MAX_GAP_S, VadOptions, speech_spans, speech_windows
+from voxlane.audio.features import log_mel
+from voxlane.audio.pipeline import decode_and_split, window_features
+from voxlane.audio.vad import (ENERGY_ENOUGH_S, MAX_GAP_S, VadOptions, energy_speech, speech_spans, speech_windows,
+                               window_speech)
 
 
 def load(name: str) -> np.ndarray:
@@ -73,13 +75,30 @@ def test_every_window_carries_the_speech_found_in_it(speech: np.ndarray) -> None
 
     import soundfile as sf
 
-    gap = np.zeros(int((MAX_GAP_S + 20) * TARGET_RATE), dtype=np.float32)
+    gap = np.zeros(int(60 * TARGET_RATE), dtype=np.float32)
     audio = np.concatenate([speech, gap, speech])
     data = io.BytesIO()
     sf.write(data, audio, TARGET_RATE, format="WAV")
-    _, windows = decode_and_split(data.getvalue(), 3600.0, 8.0)  # all of the audio, in 30 s windows
-    assert windows[0][2] and windows[-1][2]
-    middle = [w for w in windows if w[0] > len(speech) + 2 * TARGET_RATE and w[1] < len(audio) - len(speech)]
-    assert all(w[2] == [] for w in middle)
-    for start, end, spans in windows:
+    samples, windows = decode_and_split(data.getvalue(), 3600.0, 8.0)  # all of the audio, in 30 s windows
+    assert all(w[2] is None for w in windows)  # found window by window, by window_features
+    found = []
+    for start, end, _ in windows:
+        _, _, spans = window_features(samples[start:end], 80, start / TARGET_RATE)
         assert all(start / TARGET_RATE <= a < b <= end / TARGET_RATE for a, b in spans)
+        found.append((start, end, spans))
+    assert found[0][2] and found[-1][2]
+    middle = [w for w in found if w[0] > len(speech) + 2 * TARGET_RATE and w[1] < len(audio) - len(speech)]
+    assert middle and all(w[2] == [] for w in middle)
+
+
+def test_energy_finds_speech_and_silero_confirms_quiet_windows(speech: np.ndarray) -> None:
+    """Loud speech is found by energy (its spans are unpadded frame runs); a window of noise has no loud
+    frames, so Silero decides, and finds none."""
+    features, n_frames = log_mel(speech)
+    loud = energy_speech(features, n_frames)
+    assert sum(b - a for a, b in loud) >= ENERGY_ENOUGH_S * 100
+    assert window_speech(speech, features, n_frames, 5.0) == [(5.0 + a / 100, 5.0 + b / 100) for a, b in loud]
+    noise = load("noise_only_pink_-60dBFS_25s.flac")
+    features, n_frames = log_mel(noise)
+    assert energy_speech(features, n_frames) == []
+    assert window_speech(noise, features, n_frames, 0.0) == []

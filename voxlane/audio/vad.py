@@ -7,6 +7,10 @@ Speech starts where the probability reaches ``threshold`` and ends once it has s
 ``threshold - 0.15`` for ``silence_duration_ms``; each span is widened by ``prefix_padding_ms`` on both
 sides (at most half the gap to its neighbour), as OpenAI's ``server_vad`` options read.
 
+Per window (:func:`window_speech`, what the engine's continuation and silence rules read when the upload
+is not chunked by VAD): a cheap energy test on the window's log-mel first, Silero only when it finds too
+little (see ENERGY_*).
+
 Windows (:func:`speech_windows`): spans closer than ``MAX_GAP_S`` are joined into regions (pauses
 included, so speech that Silero scored low between two spans is still decoded), and each region is cut
 into windows of at most 30 s at the last pause before each 30 s limit (the middle of the gap between two
@@ -36,6 +40,17 @@ RUN_FRAMES = 4096  # frames per model call (131 s of audio, 9 MiB of input)
 MAX_GAP_S = 4.0
 """Silence longer than this between two speech spans always starts a new window."""
 WINDOW_S = 30.0
+ENERGY_RISE = 0.375
+"""A log-mel frame counts as speech by energy when its mean level is this far (in normalised log-mel
+units; 0.375 is 15 dB) above the window's floor, the 10th percentile of its frames."""
+ENERGY_ENOUGH_S = 1.0
+"""A window whose frames hold at least this much speech by energy is not run through Silero. Below it
+(noise or silence with no louder moments, speech too flat for the test, clips under a few seconds), Silero
+decides. On the dev set the energy test and Silero agreed on every continuation decision: the tails that
+held a lost sentence had 2.1-5.3 s of speech by energy (2.5-4.3 s by Silero), the others 0-0.54 s
+(0-0.53 s); pink noise at -40 and -60 dBFS had none. Silero costs 4x the log-mel features (2.1 s per
+1,105 s of audio on one core); the energy test reads features that are already there."""
+FRAMES_PER_S = 100  # log-mel frames per second
 
 
 @dataclass(frozen=True)
@@ -169,6 +184,27 @@ def speech_windows(samples: np.ndarray, options: VadOptions = VadOptions(), sear
         windows.append(Window(start, end))
         start, end, pauses = span_start, span_end, []
     return windows
+
+
+def energy_speech(features: np.ndarray, n_frames: int) -> list[tuple[int, int]]:
+    """(start, end) frame ranges of a window's normalised log-mel (n_mels x frames) whose level rises
+    ENERGY_RISE above the window's floor."""
+    if n_frames <= 0:
+        return []
+    level = features[:, :n_frames].mean(axis=0)
+    loud = level > np.percentile(level, 10) + ENERGY_RISE
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], loud.view(np.int8), [0]))))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
+
+
+def window_speech(samples: np.ndarray, features: np.ndarray, n_frames: int,
+                  offset_s: float) -> list[tuple[float, float]]:
+    """Speech in one window, in seconds of the upload: loud stretches by energy when they add up to
+    ENERGY_ENOUGH_S, else what Silero finds in the window's samples (padded, as :func:`speech_spans`)."""
+    loud = energy_speech(features, n_frames)
+    if sum(b - a for a, b in loud) >= ENERGY_ENOUGH_S * FRAMES_PER_S:
+        return [(offset_s + a / FRAMES_PER_S, offset_s + b / FRAMES_PER_S) for a, b in loud]
+    return [(offset_s + a / SAMPLE_RATE, offset_s + b / SAMPLE_RATE) for a, b in speech_spans(samples)]
 
 
 def windows_cut(samples: np.ndarray, start: int, limit: int, search: int) -> int:

@@ -145,7 +145,8 @@ def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float
     for i, request in enumerate(requests):
         samples, windows = decode_and_split(request.data, MAX_DURATION_S, split_search_s)
         for index, (start, end, speech) in enumerate(windows):
-            features, n_frames = window_features(samples[start:end], runner.n_mels)
+            features, n_frames, speech = window_features(samples[start:end], runner.n_mels, start / TARGET_RATE,
+                                                         speech)
             msg = WindowRequest(request_id=str(i), index=index, count=len(windows), offset_s=start / TARGET_RATE,
                                 duration_s=(end - start) / TARGET_RATE, n_frames=n_frames, n_mels=runner.n_mels,
                                 options=options, speech=speech)

@@ -23,7 +23,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException
 
 from voxlane.audio.decode import TARGET_RATE
-from voxlane.audio.pipeline import decode_and_split, window_features
+from voxlane.audio.pipeline import Speech, decode_and_split, window_features
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import EngineRequest
 from voxlane.errors import ClientGone, InvalidRequest, PayloadTooLarge, VoxlaneError
@@ -182,7 +182,7 @@ def _check_upload_size(size: int, state: AppState) -> None:
 class _Job:
     """One request's trip through the audio pool and the engine."""
 
-    def __init__(self, state: AppState, samples: np.ndarray, windows: list[tuple[int, int, float]],
+    def __init__(self, state: AppState, samples: np.ndarray, windows: list[tuple[int, int, Speech | None]],
                  options: TranscribeOptions) -> None:
         self.state = state
         self.samples = samples
@@ -211,8 +211,8 @@ class _Job:
         n_mels = self.state.engine.n_mels
         try:
             for index, (start, end, speech) in enumerate(self.windows):
-                features, n_frames = await self.state.executors.run(
-                    "audio", window_features, self.samples[start:end], n_mels)
+                features, n_frames, speech = await self.state.executors.run(
+                    "audio", window_features, self.samples[start:end], n_mels, start / TARGET_RATE, speech)
                 await req.send_window(index, start / TARGET_RATE, (end - start) / TARGET_RATE, features, n_frames,
                                       speech)
         except VoxlaneError as exc:
