@@ -25,7 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
     from voxlane.server.app import build_app
 
     try:
-        config = serve_config_from_args(args)
+        config = serve_config_from_args(args, environ())
     except ValueError as exc:
         print(f"voxlane serve: {exc}", file=sys.stderr)
         return 2
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start the OpenAI-compatible server. Every flag can also be set with the environment "
                     "variable shown beside it; a flag wins over the variable.",
     )
-    add_serve_arguments(serve, environ())
+    add_serve_arguments(serve)
     serve.set_defaults(func=_serve)
     from voxlane.bench.cli import add_bench_parser
 

@@ -1,21 +1,32 @@
 """Configuration: frozen dataclasses built once from CLI flags and ``VOXLANE_*`` variables.
 
-This is the only module that reads ``sys.argv`` or ``os.environ``. Every setting has a flag
-``--some-name`` and a variable ``VOXLANE_SOME_NAME``; the flag wins over the variable, the variable
-over the default. ``voxlane serve --help`` prints each with its unit and default.
+This is the only module that reads ``os.environ``, and it declares every flag of ``voxlane serve``. Each
+setting is declared once, as a field of :class:`ServerConfig` or :class:`EngineConfig` made with
+:func:`setting`: default, help (with its unit) and the values it accepts. Everything else derives from
+that field: the flag ``--some-name`` and its ``--help`` line, the variable ``VOXLANE_SOME_NAME``, the
+validation, and the table of settings in README.md (:func:`settings_table`; a unit test keeps the README
+equal to it). The flag wins over the variable, the variable over the default. A bad value from either is
+a ``ValueError`` that names the flag and what to send.
+
+Regenerate the README table with ``python -m voxlane.config``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 DEFAULT_MODEL_NAME = "whisper-tiny.en"
 # Names that clients hard-code for "the server's Whisper model".
 MODEL_ALIASES = ("whisper-1",)
+
+# The defaults that depend on the machine, computed here once. --help and the README show the rule.
+AUDIO_PREPROCESS_WORKERS_DEFAULT = min(os.cpu_count() or 1, 2)
+DATA_DIR_DEFAULT = "~/.local/share/voxlane"
 
 
 def default_model_path() -> Path:
@@ -33,75 +44,102 @@ def default_voice_paths() -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class Flag:
+    """How a config field is set from outside: the text of its flag and the values it accepts."""
+
+    help: str
+    """One line for ``--help`` and the README table; it names the unit."""
+    choices: tuple[str, ...] = ()
+    """The only values accepted, when the setting is one of a few words."""
+    minimum: float | None = None
+    """Smallest value accepted (inclusive)."""
+    maximum: float | None = None
+    """Largest value accepted (inclusive)."""
+    positive: bool = False
+    """Only values above 0 are accepted."""
+    shown_default: str | None = None
+    """The default as ``--help`` and the README write it, where the value depends on the machine."""
+
+
+def setting(default: Any, help: str, **accepts: Any) -> Any:
+    """A config field that is also a ``voxlane serve`` flag and a variable; ``accepts`` fills the rest of
+    :class:`Flag` (choices, minimum, maximum, positive, shown_default)."""
+    return field(default=default, metadata={"flag": Flag(help, **accepts)})
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     """What the engine process needs: the model, its threads and the batching policy."""
 
     model_path: str
-    """Directory of a CTranslate2 Whisper model (model.bin, config.json, tokenizer.json)."""
-    compute_type: str = "int8"
-    """CTranslate2 compute type: int8, int8_float32, float32, ..."""
-    engine_workers: int = 2
-    """Batches that run at the same time (CTranslate2 inter_threads; one model replica each). Two
-    workers x 2 threads measured best on 2 cores: +30% throughput at 16 clients over one worker, and a
-    lone request still gets 2 threads (docs/engine-config.md)."""
-    engine_threads: int = 2
-    """Intra-op threads per engine worker (CTranslate2 intra_threads)."""
-    beam_size: int = 1
-    """1 is greedy decoding, the fastest on CPU."""
-    max_batch_size: int = 8
-    """30 s windows per batch."""
-    max_batch_wait_ms: float = 5.0
-    """How long the oldest waiting window may wait for a batch to fill, in milliseconds."""
-    tts_threads: int = 1
-    """onnxruntime intra-op threads of the one text-to-speech execution thread. Speech has its own
-    thread, apart from the Whisper workers, so a burst of one cannot starve the other."""
-    tts_max_loaded_voices: int = 4
-    """Piper voices kept loaded in the engine (LRU); others load on first use."""
-    tts_order: str = "deadline"
-    """Order of speech units: 'deadline' (earliest playback deadline first) or 'fifo' (for comparison)."""
+    """Directory of a CTranslate2 Whisper model (model.bin, config.json, tokenizer.json); from --model."""
+    compute_type: str = setting("int8", "CTranslate2 compute type (int8, int8_float32, float32, ...)")
+    engine_workers: int = setting(
+        2, "Whisper batches that run in parallel in the engine (CTranslate2 inter_threads)", minimum=1)
+    """One model replica each. Two workers x 2 threads measured best on 2 cores: +30% throughput at 16
+    clients over one worker, and a lone request still gets 2 threads (docs/engine-config.md)."""
+    engine_threads: int = setting(2, "threads per engine worker (CTranslate2 intra_threads)", minimum=1)
+    beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
+    max_batch_size: int = setting(8, "30 s windows per engine batch", minimum=1)
+    max_batch_wait_ms: float = setting(
+        5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
+    tts_threads: int = setting(
+        1, "onnxruntime threads of the text-to-speech execution thread (apart from Whisper's)", minimum=1)
+    """Speech has its own thread, apart from the Whisper workers, so a burst of one cannot starve the other."""
+    tts_max_loaded_voices: int = setting(
+        4, "Piper voices kept loaded in the engine (least recently used unloaded)", minimum=1)
+    tts_order: str = setting(
+        "deadline", "order of speech units: deadline (earliest playback deadline first) or fifo "
+        "(first come, first served)", choices=("deadline", "fifo"))
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    model: str = DEFAULT_MODEL_NAME
-    """Name the model is served as, or a path to a CTranslate2 Whisper model directory."""
-    audio_preprocess_workers: int = 2
-    """Workers of the audio preprocessing pool (decode, resample, split, log-mel)."""
-    audio_preprocess_pool: str = "thread"
-    """'thread' or 'process': the kind of the audio preprocessing pool."""
-    max_upload_mb: float = 25.0
-    """Largest accepted upload, in MiB (OpenAI's limit is 25 MB)."""
-    max_audio_duration_s: float = 3 * 3600.0
-    """Longest accepted audio after decoding, in seconds."""
-    split_search_s: float = 8.0
-    """Long audio is cut at the quietest 100 ms of the last this-many seconds before each 30 s boundary."""
-    chunking_strategy: str = "none"
-    """What a transcription without ``chunking_strategy`` gets: 'none' (all of the audio, in 30 s windows
-    cut at the quietest point; OpenAI's default) or 'auto' (Silero VAD regions: long silence is not
-    decoded). 'none' measured more accurate on the dev set: Silero missed seconds of real speech there."""
-    max_queued_windows: int = 4096
-    """Windows that may wait in the engine at once; past that new requests get 503 (queue depth)."""
-    request_timeout_s: float = 600.0
-    """How long a request may wait for the engine before it fails with 503."""
-    log_level: str = "info"
-    data_dir: str = ""
-    """Where uploaded voices are kept (``voices/`` inside); survives restarts."""
-    max_speech_input_chars: int = 4096
-    """Longest ``input`` of /v1/audio/speech, in characters (OpenAI's limit)."""
-    max_speech_streams: int = 256
-    """Speech streams at once; past that new requests get 503."""
-    max_voice_upload_mb: float = 256.0
-    """Largest voice (.onnx) accepted by POST /v1/audio/voices, in MiB."""
+    """What the API process needs: where to listen, its pools and limits, and the engine's config."""
+
+    host: str = setting("127.0.0.1", "address to bind")
+    port: int = setting(8000, "TCP port", minimum=0, maximum=65535)
+    model: str = setting(DEFAULT_MODEL_NAME, f"{DEFAULT_MODEL_NAME} (bundled) or a path to a CTranslate2 "
+                         "Whisper model directory")
+    log_level: str = setting("info", "debug, info, warning or error",
+                             choices=("debug", "info", "warning", "error"))
+    data_dir: str = setting(os.path.expanduser(DATA_DIR_DEFAULT), "directory for uploaded voices (voices/ "
+                            "inside, kept across restarts)", shown_default=DATA_DIR_DEFAULT)
+    audio_preprocess_workers: int = setting(
+        AUDIO_PREPROCESS_WORKERS_DEFAULT, "workers decoding, resampling, splitting and computing log-mel "
+        "features", minimum=1, shown_default="min(cpu count, 2)")
+    audio_preprocess_pool: str = setting(
+        "thread", "kind of the audio preprocessing pool: thread or process", choices=("thread", "process"))
+    """Threads measured about 3x the uploads per second of processes (docs/engine-config.md)."""
+    max_upload_mb: float = setting(25.0, "largest upload accepted, in MiB (OpenAI's limit is 25 MB)", positive=True)
+    max_audio_duration_s: float = setting(
+        3 * 3600.0, "longest audio accepted after decoding, in seconds", positive=True)
+    split_search_s: float = setting(
+        8.0, "seconds before each 30 s boundary searched for the quietest 100 ms to cut long audio at", minimum=0)
+    chunking_strategy: str = setting(
+        "none", "what a transcription without chunking_strategy gets: none (all of the audio, in 30 s windows) "
+        "or auto (Silero VAD regions, silence of 4 s or more not decoded)", choices=("none", "auto"))
+    """'none' is OpenAI's default and measured more accurate on the dev set: Silero missed seconds of real
+    speech there."""
+    max_queued_windows: int = setting(
+        4096, "30 s windows waiting in the engine before new requests get 503 (queue depth)", minimum=1)
+    request_timeout_s: float = setting(
+        600.0, "seconds a request may wait for the engine before a 503", positive=True)
+    max_speech_input_chars: int = setting(
+        4096, "longest text accepted by /v1/audio/speech, in characters (OpenAI's limit)", minimum=1)
+    max_speech_streams: int = setting(256, "speech streams at once before new requests get 503", minimum=1)
+    max_voice_upload_mb: float = setting(
+        256.0, "largest voice model (.onnx) accepted by POST /v1/audio/voices, in MiB", positive=True)
+    encode_workers: int = setting(
+        2, "worker processes encoding speech to mp3, opus, aac, flac, wav or pcm (each stream stays on one)",
+        minimum=1)
+    loop_stall_report_ms: float = setting(
+        50.0, "milliseconds the event loop may fall behind before a warning logs its stack, each thread's CPU "
+        "and the machine's steal time; 0 = off", minimum=0)
     text_workers: int = 1
-    """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1."""
-    encode_workers: int = 2
-    """Worker processes encoding synthesised speech (mp3, opus, aac, flac, wav, pcm); a stream stays on one."""
-    loop_stall_report_ms: float = 50.0
-    """Log a warning with what the event loop was doing when it falls this far behind; 0 turns it off."""
+    """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1 (no flag)."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(model_path=""))
 
     @property
@@ -112,108 +150,145 @@ class ServerConfig:
         return Path(self.model).name
 
 
-# name, type, default, unit/help. Order is the order of --help.
-_SERVE_SETTINGS: Sequence[tuple[str, type, Any, str]] = (
-    ("host", str, "127.0.0.1", "address to bind"),
-    ("port", int, 8000, "TCP port"),
-    ("model", str, DEFAULT_MODEL_NAME,
-     f"'{DEFAULT_MODEL_NAME}' (bundled) or a path to a CTranslate2 Whisper model directory"),
-    ("compute-type", str, "int8", "CTranslate2 compute type (int8, int8_float32, float32, ...)"),
-    ("engine-workers", int, 2, "batches that run in parallel in the engine (CTranslate2 inter_threads)"),
-    ("engine-threads", int, 2, "threads per engine worker (CTranslate2 intra_threads)"),
-    ("beam-size", int, 1, "beam size; 1 = greedy decoding"),
-    ("max-batch-size", int, 8, "30 s windows per engine batch"),
-    ("max-batch-wait-ms", float, 5.0, "milliseconds the oldest window may wait for its batch to fill"),
-    ("audio-preprocess-workers", int, min(os.cpu_count() or 1, 2),
-     "workers decoding, resampling, splitting and computing log-mel features"),
-    ("audio-preprocess-pool", str, "thread", "kind of the audio preprocessing pool: thread or process"),
-    ("max-upload-mb", float, 25.0, "largest upload accepted, in MiB"),
-    ("max-audio-duration-s", float, 3 * 3600.0, "longest audio accepted after decoding, in seconds"),
-    ("split-search-s", float, 8.0,
-     "seconds before each 30 s boundary searched for the quietest 100 ms to cut long audio at"),
-    ("chunking-strategy", str, "none",
-     "chunking of transcriptions that send no chunking_strategy: none (all of the audio, in 30 s windows) or "
-     "auto (Silero VAD: windows cut at pauses, silence of 4 s or more not decoded)"),
-    ("max-queued-windows", int, 4096, "30 s windows waiting in the engine before new requests get 503"),
-    ("request-timeout-s", float, 600.0, "seconds a request may wait for the engine before a 503"),
-    ("log-level", str, "info", "debug, info, warning or error"),
-    ("data-dir", str, "~/.local/share/voxlane", "directory for uploaded voices (kept across restarts)"),
-    ("tts-threads", int, 1,
-     "onnxruntime threads of the text-to-speech execution thread (apart from the --engine-threads of Whisper)"),
-    ("tts-max-loaded-voices", int, 4, "Piper voices kept loaded in the engine (least recently used unloaded)"),
-    ("tts-order", str, "deadline",
-     "order of speech units: deadline (earliest playback deadline first) or fifo (first come, first served)"),
-    ("max-speech-input-chars", int, 4096, "longest text accepted by /v1/audio/speech, in characters"),
-    ("max-speech-streams", int, 256, "speech streams at once before new requests get 503"),
-    ("max-voice-upload-mb", float, 256.0, "largest voice model accepted by POST /v1/audio/voices, in MiB"),
-    ("encode-workers", int, 2,
-     "worker processes encoding speech to mp3, opus, aac, flac, wav or pcm (each stream stays on one)"),
-    ("loop-stall-report-ms", float, 50.0,
-     "milliseconds the event loop may fall behind before a warning logs its stack and each thread's CPU; 0 = off"),
+@dataclass(frozen=True)
+class Setting:
+    """One ``voxlane serve`` setting as read from its field: the flag, the variable, the type, the default."""
+
+    name: str
+    """Attribute name in ``owner``, e.g. ``engine_workers``."""
+    owner: type
+    """ServerConfig or EngineConfig."""
+    kind: type
+    """int, float or str."""
+    default: Any
+    flag: Flag
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return env_name(self.option[2:])
+
+    @property
+    def shown_default(self) -> str:
+        return self.flag.shown_default or str(self.default)
+
+
+_KINDS: Mapping[str, type] = {"int": int, "float": float, "str": str}
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(f.name, owner, _KINDS[str(f.type)], f.default, f.metadata["flag"])
+    for owner in (ServerConfig, EngineConfig) for f in fields(owner) if "flag" in f.metadata
 )
+"""Every setting, in the order of ``--help`` and the README table."""
 
 
 def env_name(flag: str) -> str:
+    """``engine-workers`` -> ``VOXLANE_ENGINE_WORKERS``."""
     return "VOXLANE_" + flag.upper().replace("-", "_")
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> None:
-    for flag, kind, default, help_text in _SERVE_SETTINGS:
-        env = env_name(flag)
-        value = environ.get(env)
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting. Values stay strings here (None when not given): :func:`serve_config_from_args`
+    reads them, with the variables, so a bad one is a ValueError rather than argparse's own exit."""
+    for s in SETTINGS:
         parser.add_argument(
-            f"--{flag}",
-            type=kind,
-            default=kind(value) if value is not None else default,
-            help=f"{help_text} (default: {default}; env {env})",
+            s.option,
+            default=None,
+            metavar="{" + ",".join(s.flag.choices) + "}" if s.flag.choices else None,
+            help=f"{s.flag.help} (default: {s.shown_default}; env {s.env})".replace("%", "%%"),
         )
 
 
-def serve_config_from_args(args: argparse.Namespace) -> ServerConfig:
-    """Validate the parsed flags and build the frozen config. Raises ValueError with what to change."""
-    if args.model == DEFAULT_MODEL_NAME:
-        model_path = default_model_path()
-    else:
-        model_path = Path(args.model).expanduser()
-        if not (model_path / "model.bin").is_file():
-            raise ValueError(
-                f"--model {args.model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper model "
-                "directory (a folder with model.bin, config.json and tokenizer.json)"
-            )
-    if args.audio_preprocess_pool not in ("thread", "process"):
-        raise ValueError("--audio-preprocess-pool must be 'thread' or 'process'")
-    if args.chunking_strategy not in ("auto", "none"):
-        raise ValueError("--chunking-strategy must be 'auto' or 'none'")
-    if args.tts_order not in ("deadline", "fifo"):
-        raise ValueError("--tts-order must be 'deadline' or 'fifo'")
-    for name in ("engine_workers", "engine_threads", "beam_size", "max_batch_size",
-                 "audio_preprocess_workers", "max_queued_windows", "tts_threads", "tts_max_loaded_voices",
-                 "max_speech_input_chars", "max_speech_streams", "encode_workers"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("max_upload_mb", "max_audio_duration_s", "request_timeout_s", "max_voice_upload_mb"):
-        if getattr(args, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive")
-    for name in ("max_batch_wait_ms", "loop_stall_report_ms"):
-        if getattr(args, name) < 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be 0 or more")
+def settings_table() -> str:
+    """The README's table of settings (markdown), rendered from :data:`SETTINGS`."""
+    rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{s.option}` | `{s.env}` | {s.shown_default} | {s.flag.help} |" for s in SETTINGS]
+    return "\n".join(rows) + "\n"
+
+
+def _or(words: tuple[str, ...]) -> str:
+    quoted = [repr(w) for w in words]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def _parse(s: Setting, raw: str, source: str) -> Any:
+    """``raw`` as the setting's type, within its limits; ``source`` is the flag or variable it came from."""
+    where = f"{s.option} {raw!r}" if source == s.option else f"{source}={raw!r}"
+    suffix = "" if source == s.option else f" (from {source})"
+    value: Any = raw
+    if s.kind is int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{where} is not an integer; {s.option} takes a whole number such as "
+                             f"{s.default}") from None
+    elif s.kind is float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise ValueError(f"{where} is not a number; {s.option} takes a number such as {s.default}")
+    if s.flag.choices and value not in s.flag.choices:
+        raise ValueError(f"{s.option} must be {_or(s.flag.choices)}, not {raw!r}{suffix}")
+    if s.flag.minimum is not None and value < s.flag.minimum:
+        least = "0 or more" if s.flag.minimum == 0 else f"at least {s.flag.minimum:g}"
+        raise ValueError(f"{s.option} must be {least}, not {raw}{suffix}")
+    if s.flag.maximum is not None and value > s.flag.maximum:
+        raise ValueError(f"{s.option} must be at most {s.flag.maximum:g}, not {raw}{suffix}")
+    if s.flag.positive and value <= 0:
+        raise ValueError(f"{s.option} must be above 0, not {raw}{suffix}")
+    return value
+
+
+def _source(s: Setting, args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    """Where the setting's value comes from: its flag, else its variable, else None (the default)."""
+    if getattr(args, s.name, None) is not None:
+        return s.option
+    return s.env if s.env in environ else None
+
+
+def _resolve(s: Setting, args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+    source = _source(s, args, environ)
+    if source is None:
+        return s.default
+    return _parse(s, getattr(args, s.name) if source == s.option else environ[source], source)
+
+
+def _model_path(model: str, source: str | None) -> Path:
+    if model == DEFAULT_MODEL_NAME:
+        return default_model_path()
+    path = Path(model).expanduser()
+    if not (path / "model.bin").is_file():
+        where = f" (from {source})" if source and source != "--model" else ""
+        raise ValueError(
+            f"--model {model!r}{where} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper model "
+            "directory (a folder with model.bin, config.json and tokenizer.json)"
+        )
+    return path
+
+
+def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfig:
+    """Read every setting from the parsed flags, then ``environ``, then its default; check it and build the
+    frozen config. Raises ValueError naming the flag and what to send instead."""
+    values = {s.name: _resolve(s, args, environ) for s in SETTINGS}
+    model_setting = next(s for s in SETTINGS if s.name == "model")
     engine = EngineConfig(
-        model_path=str(model_path),
-        compute_type=args.compute_type,
-        engine_workers=args.engine_workers,
-        engine_threads=args.engine_threads,
-        beam_size=args.beam_size,
-        max_batch_size=args.max_batch_size,
-        max_batch_wait_ms=args.max_batch_wait_ms,
-        tts_threads=args.tts_threads,
-        tts_max_loaded_voices=args.tts_max_loaded_voices,
-        tts_order=args.tts_order,
+        model_path=str(_model_path(values["model"], _source(model_setting, args, environ))),
         tts_preload=default_voice_paths(),
+        **{s.name: values.pop(s.name) for s in SETTINGS if s.owner is EngineConfig},
     )
-    server_fields = {f.name for f in fields(ServerConfig)} - {"engine", "data_dir", "text_workers"}
-    return ServerConfig(engine=engine, data_dir=str(Path(args.data_dir).expanduser()),
-                        **{name: getattr(args, name) for name in server_fields})
+    values["data_dir"] = os.path.expanduser(values["data_dir"])
+    return ServerConfig(engine=engine, **values)
 
 
 def environ() -> Mapping[str, str]:
+    """The process's environment; the one place voxlane reads it."""
     return os.environ
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")

@@ -1,0 +1,125 @@
+"""Settings: one declaration per setting gives the flag, the variable, the check and the README table."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from voxlane.cli import build_parser
+from voxlane.config import (
+    SETTINGS,
+    EngineConfig,
+    ServerConfig,
+    serve_config_from_args,
+    settings_table,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def config(*flags: str, env: dict[str, str] | None = None) -> ServerConfig:
+    return serve_config_from_args(build_parser().parse_args(["serve", *flags]), env or {})
+
+
+def test_defaults_are_the_dataclass_defaults() -> None:
+    built = config()
+    server, engine = ServerConfig(), EngineConfig(model_path="")
+    for s in SETTINGS:
+        owner, default = (built, server) if s.owner is ServerConfig else (built.engine, engine)
+        assert getattr(owner, s.name) == getattr(default, s.name) == s.default, s.option
+    assert Path(built.engine.model_path, "model.bin").is_file()
+    assert built.engine.tts_preload is not None
+
+
+def test_every_field_but_the_derived_ones_is_a_setting() -> None:
+    derived = {"engine", "text_workers", "model_path", "tts_preload"}
+    declared = {f.name for cls in (ServerConfig, EngineConfig) for f in fields(cls)} - derived
+    assert declared == {s.name for s in SETTINGS}
+
+
+def test_env_sets_a_value_and_the_flag_beats_it() -> None:
+    env = {"VOXLANE_ENGINE_WORKERS": "3", "VOXLANE_MAX_UPLOAD_MB": "1.5", "VOXLANE_TTS_ORDER": "fifo",
+           "VOXLANE_PORT": "9000"}
+    from_env = config(env=env)
+    assert from_env.engine.engine_workers == 3
+    assert from_env.max_upload_mb == 1.5
+    assert from_env.engine.tts_order == "fifo"
+    assert from_env.port == 9000
+    flagged = config("--engine-workers", "1", "--port", "9001", env=env)
+    assert flagged.engine.engine_workers == 1
+    assert flagged.port == 9001
+    assert flagged.max_upload_mb == 1.5  # no flag: the variable still counts
+
+
+def test_data_dir_is_expanded(tmp_path: Path) -> None:
+    assert config("--data-dir", "~/voices-here").data_dir == str(Path("~/voices-here").expanduser())
+    assert config(env={"VOXLANE_DATA_DIR": str(tmp_path)}).data_dir == str(tmp_path)
+
+
+@pytest.mark.parametrize(("flags", "env", "message"), [
+    (["--engine-workers", "0"], {}, "--engine-workers must be at least 1, not 0"),
+    ([], {"VOXLANE_ENGINE_WORKERS": "0"}, "--engine-workers must be at least 1, not 0 (from VOXLANE_ENGINE_WORKERS)"),
+    (["--max-upload-mb", "0"], {}, "--max-upload-mb must be above 0"),
+    (["--max-batch-wait-ms", "-1"], {}, "--max-batch-wait-ms must be 0 or more"),
+    (["--port", "70000"], {}, "--port must be at most 65535"),
+    ([], {"VOXLANE_PORT": "abc"}, "VOXLANE_PORT='abc' is not an integer; --port takes a whole number"),
+    (["--port", "80.5"], {}, "--port '80.5' is not an integer"),
+    ([], {"VOXLANE_REQUEST_TIMEOUT_S": "soon"}, "VOXLANE_REQUEST_TIMEOUT_S='soon' is not a number; "
+                                                "--request-timeout-s takes a number"),
+    ([], {"VOXLANE_MAX_AUDIO_DURATION_S": "nan"}, "--max-audio-duration-s takes a number"),
+    (["--chunking-strategy", "vad"], {}, "--chunking-strategy must be 'none' or 'auto', not 'vad'"),
+    (["--tts-order", "lifo"], {}, "--tts-order must be 'deadline' or 'fifo', not 'lifo'"),
+    ([], {"VOXLANE_AUDIO_PREPROCESS_POOL": "gpu"},
+     "--audio-preprocess-pool must be 'thread' or 'process', not 'gpu' (from VOXLANE_AUDIO_PREPROCESS_POOL)"),
+    (["--log-level", "loud"], {}, "--log-level must be 'debug', 'info', 'warning' or 'error'"),
+])
+def test_a_bad_value_names_the_flag(flags: list[str], env: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        config(*flags, env=env)
+    assert message in str(exc.value)
+
+
+def test_a_model_path_that_is_not_a_model_directory(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--model .* is neither 'whisper-tiny.en' nor a CTranslate2 Whisper model"):
+        config("--model", str(tmp_path))
+    with pytest.raises(ValueError, match=r"\(from VOXLANE_MODEL\)"):
+        config(env={"VOXLANE_MODEL": str(tmp_path)})
+
+
+def test_a_bad_env_value_does_not_break_the_parser() -> None:
+    args = build_parser().parse_args(["serve"])  # the variables are read later, by serve_config_from_args
+    with pytest.raises(ValueError, match="VOXLANE_ENGINE_THREADS='two'"):
+        serve_config_from_args(args, {"VOXLANE_ENGINE_THREADS": "two"})
+
+
+def test_serve_help_lists_every_setting_with_its_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for s in SETTINGS:
+        assert s.option in text
+        assert f"(default: {s.shown_default}; env {s.env})" in text, s.option
+    assert "min(cpu count, 2)" in text and "~/.local/share/voxlane" in text
+
+
+def test_readme_table_is_the_rendered_one() -> None:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("| flag | environment | default | meaning |")
+    end = readme.find("\n\n", start)
+    assert readme[start:end + 1] == settings_table(), (
+        "README.md's settings table differs from voxlane/config.py: paste `python -m voxlane.config` over it")
+
+
+def test_defaults_named_in_engine_config_doc_are_the_code_defaults() -> None:
+    doc = (ROOT / "docs" / "engine-config.md").read_text()
+    assert "README.md#settings" in doc
+    by_option = {s.option: s for s in SETTINGS}
+    claims = [" ".join(c.split()) for c in re.findall(r"\*\*Default: `([^`]*)`", doc)]
+    assert claims, "docs/engine-config.md names no **Default: `--flag value`**"
+    for claim in claims:
+        words = claim.split()
+        for option, value in zip(words[::2], words[1::2]):
+            assert by_option[option].shown_default == value, f"docs/engine-config.md says {option} {value}"
