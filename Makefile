@@ -1,12 +1,13 @@
 # Two commands set up everything on a fresh machine with Python >= 3.11 and pip:
 #   make serve   create .venv, install voxlane with the bundled models, start the server on 127.0.0.1:8000
 #   make test    install the dev dependencies too and run the whole suite
+#   make lint    check the import contracts in pyproject.toml (layers point down)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test install install-dev bench clean
+.PHONY: serve test install install-dev bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,9 @@ test: install-dev
 
 bench: install-dev
 	$(BIN)/python benchmarks/asr_bench.py $(ARGS)
+
+lint: install-dev
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from faster_whisper.tokenizer import _LANGUAGE_CODES
 from pydantic import BaseModel, Field, field_validator
+
+from voxlane.languages import LANGUAGES
 
 ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
 RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
-LANGUAGE_CODES = frozenset(_LANGUAGE_CODES)
+LANGUAGE_CODES = frozenset(LANGUAGES)
 
 
 class ServerVad(BaseModel):

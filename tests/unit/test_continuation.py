@@ -29,6 +29,7 @@ def test_a_continuation_is_the_rest_of_the_window_at_its_true_offset() -> None:
     assert cont.msg.n_frames == work.msg.n_frames - 800
     assert cont.passes == 1 and cont.earlier == earlier and cont.msg.speech == [(61.0, 79.0)]
     assert cont.arrival_s == work.arrival_s  # keeps its request's place in the fair order
+    assert isinstance(cont, WindowWork) and cont.queued and cont.seq == 0  # queued afresh by the scheduler
     # The features are the window's, shifted by 8 s, padded at the end like a short window.
     np.testing.assert_array_equal(cont.features[:, :cont.msg.n_frames], work.features[:, 800:work.msg.n_frames])
     floor = work.features.max() - 2.0

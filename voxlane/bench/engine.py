@@ -18,8 +18,8 @@ from voxlane.audio.pipeline import decode_and_split, window_features
 from voxlane.bench import metrics
 from voxlane.bench.datasets import AudioSample, request_order
 from voxlane.config import DEFAULT_MODEL_NAME, EngineConfig, ServerConfig, default_model_path
-from voxlane.engine.request import WindowWork
 from voxlane.messages import TranscribeOptions, WindowRequest, WindowResult
+from voxlane.runners.base import WindowPass
 from voxlane.server.formats import join_text
 
 MAX_DURATION_S = 24 * 3600.0
@@ -115,7 +115,7 @@ def _one_pass(runner: Any, opts: EngineBenchOptions, requests: Sequence[AudioSam
     }
 
 
-def run_windows(runner: Any, works: Sequence[WindowWork], batch_size: int) -> tuple[list[WindowResult], int]:
+def run_windows(runner: Any, works: Sequence[WindowPass], batch_size: int) -> tuple[list[WindowResult], int]:
     """Every window's final result (its passes' segments joined), as the engine core would send them, and
     how many continuation passes that took."""
     results: list[WindowResult] = []
@@ -139,7 +139,7 @@ def run_windows(runner: Any, works: Sequence[WindowWork], batch_size: int) -> tu
     return results, continuations
 
 
-def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float) -> list[WindowWork]:
+def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float) -> list[WindowPass]:
     works = []
     options = TranscribeOptions()
     for i, request in enumerate(requests):
@@ -150,7 +150,7 @@ def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float
             msg = WindowRequest(request_id=str(i), index=index, count=len(windows), offset_s=start / TARGET_RATE,
                                 duration_s=(end - start) / TARGET_RATE, n_frames=n_frames, n_mels=runner.n_mels,
                                 options=options, speech=speech)
-            works.append(WindowWork(msg, features, arrival_s=0.0, enqueued_s=0.0))
+            works.append(WindowPass(msg, features))
     return works
 
 

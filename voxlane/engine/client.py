@@ -21,7 +21,6 @@ import zmq
 import zmq.asyncio
 
 from voxlane.config import ServerConfig
-from voxlane.engine.proc import run_engine
 from voxlane.errors import EngineUnavailable, VoxlaneError
 from voxlane.messages import (Abort, EngineFailed, Ready, Shutdown, SpeechAudio, SpeechUnit, TranscribeOptions,
                               WindowRequest, WindowResult, decode_output, encode_input)
@@ -151,6 +150,10 @@ class EngineClient:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, timeout_s: float = 300.0) -> None:
+        # Imported here, not at the top: the engine's modules load the model runtimes, which the API
+        # process never needs (the spawned engine process imports them itself).
+        from voxlane.engine.proc import run_engine
+
         ctx = multiprocessing.get_context("spawn")
         self.process = ctx.Process(
             target=run_engine,

@@ -29,8 +29,7 @@ from voxlane.engine.request import RequestState, WindowWork
 from voxlane.engine.scheduler import AsrScheduler
 from voxlane.engine.tts import SpeechChunk, TtsCore
 from voxlane.messages import SpeechUnit, WindowRequest, WindowResult
-from voxlane.runners.base import Runner, WindowOutput
-from voxlane.runners.piper import SpeechRunner
+from voxlane.runners.base import Runner, SpeechRunner, WindowOutput
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from voxlane.engine.scheduler_tts import TtsScheduler, UnitWork
 from voxlane.messages import SpeechAudio, SpeechUnit
-from voxlane.runners.piper import SpeechRunner
+from voxlane.runners.base import SpeechRunner
 
 log = logging.getLogger(__name__)
 

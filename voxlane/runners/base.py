@@ -1,21 +1,68 @@
-"""The runner contract.
+"""The runner contract: what a runner is given (``WindowPass``, ``SpeechUnit``) and what it returns.
 
 A runner gets a batch of windows that the scheduler judged compatible (same task and temperature) and
 returns exactly one ``WindowOutput`` per window, in order. A window that fails gets a result with
 ``error`` set; it never fails its neighbours. The engine checks the count loudly.
 
 A runner may say that its decode of a window stopped before the window's audio did (``resume_s``): the
-engine then schedules the rest of the window as a continuation, like any other window, and sends the
-window's result only when its last pass is done.
+engine then schedules the rest of the window (``WindowPass.continuation``) like any other window, and
+sends the window's result only when its last pass is done.
+
+This module is the runner layer's floor: the engine imports it, and it imports nothing above it (no
+``voxlane.engine``) and no model runtime, so the engine's modules load onnxruntime and CTranslate2 only
+where a runner is built.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Sequence
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Protocol, Self, Sequence
 
-from voxlane.engine.request import WindowWork
-from voxlane.messages import WindowResult
+import numpy as np
+
+from voxlane.audio.features import FRAMES_PER_SECOND, pad_frames
+from voxlane.messages import Segment, SpeechUnit, TranscribeOptions, WindowRequest, WindowResult
+
+
+@dataclass(eq=False)
+class WindowPass:
+    """One decode of a window: a request's window, or the continuation of one. The engine's queued form
+    (engine/request.py ``WindowWork``) extends it with the scheduler's bookkeeping."""
+
+    msg: WindowRequest
+    features: np.ndarray
+    passes: int = 0
+    """Passes over this window that ran before this one (0: the window's first decode)."""
+    earlier: list[Segment] = field(default_factory=list)
+    """Segments the earlier passes decoded; the window's result is these plus this pass's."""
+
+    @property
+    def request_id(self) -> str:
+        return self.msg.request_id
+
+    @property
+    def options(self) -> TranscribeOptions:
+        return self.msg.options
+
+    def continuation(self, resume_s: float, segments: list[Segment]) -> Self:
+        """The rest of this window from ``resume_s`` (seconds into it) on, as a new pass: the features
+        shifted left and padded as a short window is, offset and duration moved on by the same amount,
+        so the continuation's timestamps land at their true place in the original audio. Of the same
+        type as this pass, with its other fields copied (``init=False`` fields start afresh)."""
+        shift = int(round(resume_s * FRAMES_PER_SECOND))
+        if not 0 < shift < self.msg.n_frames:
+            raise ValueError(f"a continuation must start inside the window's audio, not at {resume_s:.2f} s")
+        features = pad_frames(self.features[:, shift:self.msg.n_frames], self.features.shape[1],
+                              float(self.features.max()))
+        shift_s = shift / FRAMES_PER_SECOND
+        msg = WindowRequest(
+            self.msg.request_id, self.msg.index, self.msg.count, round(self.msg.offset_s + shift_s, 6),
+            max(0.0, self.msg.duration_s - shift_s), self.msg.n_frames - shift, self.msg.n_mels, self.msg.options,
+            self.msg.speech,
+        )
+        return dataclasses.replace(self, msg=msg, features=features, passes=self.passes + 1,
+                                   earlier=self.earlier + segments)
 
 
 @dataclass
@@ -31,5 +78,11 @@ class Runner(Protocol):
     is_multilingual: bool
     n_mels: int
 
-    def run(self, batch: Sequence[WindowWork]) -> list[WindowOutput]:
+    def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
+        ...
+
+
+class SpeechRunner(Protocol):
+    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
+        """The unit's audio as mono int16 and its sample rate. Raises on failure (the unit fails alone)."""
         ...

@@ -10,9 +10,8 @@ import threading
 import time
 from typing import Sequence
 
-from voxlane.engine.request import WindowWork
 from voxlane.messages import Segment, WindowResult
-from voxlane.runners.base import WindowOutput
+from voxlane.runners.base import WindowOutput, WindowPass
 
 
 class FakeRunner:
@@ -30,7 +29,7 @@ class FakeRunner:
         """(request id, window index, pass, offset_s) of every pass, in the order they ran."""
         self._lock = threading.Lock()
 
-    def run(self, batch: Sequence[WindowWork]) -> list[WindowOutput]:
+    def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
         with self._lock:
             self.batches.append([(w.request_id, w.msg.index) for w in batch])
             self.passes.extend((w.request_id, w.msg.index, w.passes, w.msg.offset_s) for w in batch)

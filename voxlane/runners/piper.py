@@ -15,7 +15,6 @@ import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import onnxruntime
@@ -32,12 +31,6 @@ class LoadedVoice:
     session: onnxruntime.InferenceSession
     sample_rate: int
     num_speakers: int
-
-
-class SpeechRunner(Protocol):
-    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
-        """The unit's audio as mono int16 and its sample rate. Raises on failure (the unit fails alone)."""
-        ...
 
 
 def session_options(threads: int) -> onnxruntime.SessionOptions:

@@ -30,9 +30,8 @@ from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import merge_punctuations
 
 from voxlane.config import EngineConfig
-from voxlane.engine.request import WindowWork
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult, Word
-from voxlane.runners.base import WindowOutput
+from voxlane.runners.base import WindowOutput, WindowPass
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +140,7 @@ class WhisperRunner:
 
     # --- the batch -------------------------------------------------------------------------------
 
-    def run(self, batch: Sequence[WindowWork]) -> list[WindowOutput]:
+    def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
         features = np.stack([w.features for w in batch])
         encoded = self.model.encode(ctranslate2.StorageView.from_array(features))
         languages = self._languages(batch, encoded)
@@ -157,7 +156,7 @@ class WhisperRunner:
                             _take(encoded, wants_words, len(batch)), [languages[i] for i in wants_words])
         return outputs
 
-    def _languages(self, batch: Sequence[WindowWork], encoded: ctranslate2.StorageView) -> list[str]:
+    def _languages(self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView) -> list[str]:
         languages = [w.options.language or "en" for w in batch]
         if not self.is_multilingual:
             return ["en"] * len(batch)
@@ -168,7 +167,7 @@ class WhisperRunner:
                 languages[i] = candidates[0][0][2:-2]  # '<|de|>' -> 'de'
         return languages
 
-    def _generate(self, batch: Sequence[WindowWork], encoded: ctranslate2.StorageView,
+    def _generate(self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView,
                   languages: list[str]) -> list[_Decoded]:
         prompts = [list(self._prompt_tokens(lang, w.options)) for w, lang in zip(batch, languages)]
         temperature = batch[0].options.temperature  # the scheduler batches one temperature together
@@ -192,7 +191,7 @@ class WhisperRunner:
         return best
 
     def _decode_once(self, encoded: ctranslate2.StorageView, rows: list[int], prompts: list[list[int]],
-                     languages: list[str], batch: Sequence[WindowWork], temperature: float) -> list[_Decoded]:
+                     languages: list[str], batch: Sequence[WindowPass], temperature: float) -> list[_Decoded]:
         """Decode the windows ``rows`` of the batch; one result per row, in order. CTranslate2 wants the
         start-of-transcript token at the same place in every row of a call, so rows whose prompts differ in
         length (requests with prompts of their own) go in separate calls."""
@@ -207,7 +206,7 @@ class WhisperRunner:
         return [decoded[i] for i in rows]
 
     def _generate_rows(self, encoded: ctranslate2.StorageView, prompts: list[list[int]], languages: list[str],
-                       batch: Sequence[WindowWork], temperature: float) -> list[_Decoded]:
+                       batch: Sequence[WindowPass], temperature: float) -> list[_Decoded]:
         sampling = {"sampling_temperature": temperature, "sampling_topk": 0} if temperature > 0 else {}
         outputs = self.model.generate(
             encoded,
@@ -231,7 +230,7 @@ class WhisperRunner:
             decoded.append(_Decoded(tokens, avg_logprob, out.no_speech_prob, temperature, text))
         return decoded
 
-    def _segments(self, work: WindowWork, language: str, decoded: _Decoded) -> tuple[list[Segment], float | None]:
+    def _segments(self, work: WindowPass, language: str, decoded: _Decoded) -> tuple[list[Segment], float | None]:
         """This pass's segments, and where a continuation should start (seconds into the window) or None."""
         if decoded.is_silence or decoded.no_speech_prob > self._no_speech_threshold(work):
             return [], None
@@ -294,7 +293,7 @@ class WhisperRunner:
         return segments, resume_s
 
     @staticmethod
-    def _no_speech_threshold(work: WindowWork) -> float:
+    def _no_speech_threshold(work: WindowPass) -> float:
         """Above this no-speech probability a pass yields nothing, whatever its log-probability.
 
         A continuation runs on a hunch that speech is left; when Whisper itself thinks there is none, what
@@ -306,10 +305,10 @@ class WhisperRunner:
         return NO_SPEECH_THRESHOLD if work.passes else 1.0
 
     @staticmethod
-    def _may_continue(work: WindowWork, resume_s: float) -> bool:
+    def _may_continue(work: WindowPass, resume_s: float) -> bool:
         return work.passes + 1 < MAX_PASSES and MIN_PROGRESS_S <= resume_s < work.msg.duration_s - TIME_PRECISION_S
 
-    def _add_words(self, batch: Sequence[WindowWork], results: Sequence[WindowResult],
+    def _add_words(self, batch: Sequence[WindowPass], results: Sequence[WindowResult],
                    encoded: ctranslate2.StorageView, languages: list[str]) -> None:
         text_tokens = [[t for seg in r.segments for t in seg.tokens] for r in results]
         sot_sequences = [self.tokenizer(w.options.task, lang).sot_sequence for w, lang in zip(batch, languages)]

@@ -45,7 +45,7 @@ class Executors:
             _import_modules(*_AUDIO_MODULES)  # here, not on a worker: a first import holds the GIL throughout
             self._factories["audio"] = partial(ThreadPoolExecutor, workers, thread_name_prefix="voxlane-audio",
                                                initializer=_lower_priority)
-        self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", "voxlane.text.phonemes")
+        self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", *_TEXT_MODULES)
         # Voice files (upload staging, index writes, removal): always threads, whatever the audio pool is,
         # since these jobs hold open files and locks that cannot cross to a process.
         self._factories["files"] = partial(ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files",
@@ -109,6 +109,9 @@ def _lower_priority() -> None:
 
 
 _AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline")
+# Piper's phonemiser (and the onnxruntime its package pulls in) loads in the text workers only: phonemes.py
+# imports it lazily so that the API process never does.
+_TEXT_MODULES = ("piper.phonemize_espeak", "piper.phoneme_ids", "voxlane.text.phonemes")
 
 
 def _process_pool(workers: int, name: str, *modules: str) -> ProcessPoolExecutor:

@@ -1,6 +1,8 @@
 """Phonemisation with espeak-ng through Piper: a unit's text -> the voice's phoneme ids.
 
 Not thread-safe (espeak holds global state): call only from the single-worker ``text`` executor.
+Piper is imported where a phonemiser is needed, not at the top: the API process imports this module for
+its types and function names, and ``import piper`` loads onnxruntime (piper/__init__ imports its voice).
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ import json
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from piper.phoneme_ids import phonemes_to_ids
-from piper.phonemize_espeak import ESPEAK_DATA_DIR, EspeakPhonemizer
+if TYPE_CHECKING:
+    from piper.phonemize_espeak import EspeakPhonemizer
 
 _phonemizer: EspeakPhonemizer | None = None
 
@@ -62,18 +64,26 @@ def load_voice_text(config_path: str) -> VoiceText:
 
 def phoneme_ids(text: str, voice: VoiceText) -> list[int]:
     """One unit's ids. espeak may see several sentences in it; they are joined with a pause, as one unit."""
-    global _phonemizer
+    from piper.phoneme_ids import phonemes_to_ids
+
     if voice.phoneme_type == "text":
         return phonemes_to_ids(list(unicodedata.normalize("NFD", text)), voice.phoneme_id_map)
-    if _phonemizer is None:
-        _phonemizer = EspeakPhonemizer(ESPEAK_DATA_DIR)
-    sentences = [s for s in _phonemizer.phonemize(voice.espeak_voice, text) if s]
+    sentences = [s for s in _espeak().phonemize(voice.espeak_voice, text) if s]
     phonemes: list[str] = []
     for sentence in sentences:
         if phonemes:
             phonemes.append(" ")
         phonemes.extend(sentence)
     return phonemes_to_ids(phonemes, voice.phoneme_id_map) if phonemes else []
+
+
+def _espeak() -> EspeakPhonemizer:
+    global _phonemizer
+    if _phonemizer is None:
+        from piper.phonemize_espeak import ESPEAK_DATA_DIR, EspeakPhonemizer
+
+        _phonemizer = EspeakPhonemizer(ESPEAK_DATA_DIR)
+    return _phonemizer
 
 
 def prepare(text: str, config_path: str) -> tuple[VoiceText, list[str], list[int]]:

@@ -27,6 +27,7 @@ from voxlane.audio.pipeline import Speech, decode_and_split, window_features
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import EngineRequest
 from voxlane.errors import ClientGone, InvalidRequest, PayloadTooLarge, VoxlaneError
+from voxlane.languages import language_name
 from voxlane.messages import Segment, TranscribeOptions, WindowResult
 from voxlane.protocol import (RESPONSE_FORMATS, ServerVad, Transcription, TranscriptionRequest, Usage,
                               VerboseTranscription)
@@ -287,7 +288,7 @@ def _render(params: TranscriptionRequest, task: str, segments: list[Segment], la
         return JSONResponse(Transcription(text=text, usage=usage).model_dump())
     granularities = params.timestamp_granularities or ["segment"]
     body = VerboseTranscription(
-        task=task, language=_language_name(language), duration=round(duration_s, 3), text=text, usage=usage,
+        task=task, language=language_name(language), duration=round(duration_s, 3), text=text, usage=usage,
         segments=[
             WireSegment(id=i, seek=int(round(s.start * 100)), start=s.start, end=s.end, text=s.text, tokens=s.tokens,
                         temperature=s.temperature, avg_logprob=s.avg_logprob, compression_ratio=s.compression_ratio,
@@ -299,14 +300,3 @@ def _render(params: TranscriptionRequest, task: str, segments: list[Segment], la
     )
     return JSONResponse(body.model_dump(exclude_none=True))
 
-
-def _language_name(code: str) -> str:
-    """OpenAI's verbose_json names the language in full ('english')."""
-    return _LANGUAGE_NAMES.get(code, code)
-
-
-_LANGUAGE_NAMES = {
-    "en": "english", "de": "german", "fr": "french", "es": "spanish", "it": "italian", "pt": "portuguese",
-    "nl": "dutch", "ru": "russian", "zh": "chinese", "ja": "japanese", "ko": "korean", "pl": "polish",
-    "tr": "turkish", "uk": "ukrainian", "sv": "swedish", "ar": "arabic", "hi": "hindi", "cs": "czech",
-}
