@@ -20,25 +20,23 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException
 
 from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import Speech, decode_and_split, window_features
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import EngineRequest
-from voxlane.errors import ClientGone, InvalidRequest, PayloadTooLarge, VoxlaneError
+from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
 from voxlane.messages import Segment, TranscribeOptions, WindowResult
 from voxlane.protocol import (RESPONSE_FORMATS, ServerVad, Transcription, TranscriptionRequest, Usage,
                               VerboseTranscription)
 from voxlane.protocol import Segment as WireSegment
 from voxlane.protocol import Word as WireWord
 from voxlane.server.formats import join_text, to_srt, to_vtt
+from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
 from voxlane.server.state import AppState, get_state
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-
-_MiB = 1024 * 1024
 
 
 @router.post("/v1/audio/transcriptions")
@@ -53,7 +51,9 @@ async def create_translation(request: Request) -> Response:
 
 async def _handle(request: Request, task: str) -> Response:
     state = get_state(request)
-    upload, params = await _read_form(request, state)
+    limit = UploadLimit(state.config.max_upload_mb, "--max-upload-mb",
+                        advice=": send a compressed format such as mp3 or opus, or split the audio")
+    upload, params = await _read_form(request, state, limit)
     model = state.resolve_model(params.model)
     if task == "translate" and not state.engine.is_multilingual:
         raise InvalidRequest(
@@ -73,7 +73,7 @@ async def _handle(request: Request, task: str) -> Response:
         raise InvalidRequest("timestamp_granularities needs response_format='verbose_json'",
                              param="timestamp_granularities")
     data = await upload.read()
-    _check_upload_size(len(data), state)
+    limit.check(len(data))
     samples, windows = await state.executors.run("audio", decode_and_split, data, state.config.max_audio_duration_s,
                                                  state.config.split_search_s,
                                                  _vad_options(params.chunking_strategy or state.config.chunking_strategy))
@@ -95,19 +95,11 @@ async def _handle(request: Request, task: str) -> Response:
     return _render(params, task, segments, language, duration_s)
 
 
-async def _read_form(request: Request, state: AppState) -> tuple[UploadFile, TranscriptionRequest]:
-    limit = int(state.config.max_upload_mb * _MiB)
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
-        _check_upload_size(int(declared), state)
-    try:
-        form = await request.form(max_files=1, max_fields=64)
-    except (MultiPartException, AssertionError, ValueError) as exc:
-        raise InvalidRequest(f"could not parse the form ({exc}); send multipart/form-data with a 'file' part") from None
-    upload = form.get("file")
-    if not isinstance(upload, UploadFile):
-        raise InvalidRequest("missing 'file': send the audio as a multipart file part named 'file'", param="file")
-    fields: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
+async def _read_form(request: Request, state: AppState,
+                     limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
+    form = await read_form(request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part")
+    upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
+    fields: dict[str, Any] = text_fields(form)
     granularities = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
     fields["timestamp_granularities"] = [g for g in granularities if isinstance(g, str)]
     fields.pop("timestamp_granularities[]", None)
@@ -167,16 +159,6 @@ def _invalid(exc: ValidationError) -> InvalidRequest:
         detail = f"{field}: {message}; " if field in ServerVad.model_fields and field != "type" else ""
         return InvalidRequest(f"invalid 'chunking_strategy': {detail}{_CHUNKING_HINT}", param="chunking_strategy")
     return InvalidRequest(f"invalid '{param}': {message}", param=param)
-
-
-def _check_upload_size(size: int, state: AppState) -> None:
-    limit = state.config.max_upload_mb * _MiB
-    if size > limit:
-        raise PayloadTooLarge(
-            f"the upload is {size / _MiB:.1f} MiB, over the server's limit of {state.config.max_upload_mb:g} MiB "
-            "(--max-upload-mb): send a compressed format such as mp3 or opus, or split the audio",
-            param="file", code="file_too_large",
-        )
 
 
 class _Job:
