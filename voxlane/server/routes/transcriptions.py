@@ -13,11 +13,11 @@ import json
 import logging
 import math
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
@@ -33,6 +33,7 @@ from voxlane.protocol import Segment as WireSegment
 from voxlane.protocol import Word as WireWord
 from voxlane.server.formats import join_text, to_srt, to_vtt
 from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
+from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ async def _handle(request: Request, task: str) -> Response:
     job = _Job(state, samples, windows, options)
     if params.stream:
         state.engine.check_alive()
-        return StreamingResponse(_sse(job, state), media_type="text/event-stream")
+        return event_stream(_deltas(job), state.metrics, "transcription stream")
     segments, language = await _cancel_on_disconnect(request, job.collect())
     duration_s = len(samples) / TARGET_RATE
     state.metrics.audio_seconds += duration_s
@@ -234,24 +235,15 @@ async def _cancel_on_disconnect(request: Request, work: Any) -> Any:
         watcher.cancel()
 
 
-async def _sse(job: _Job, state: AppState) -> AsyncIterator[str]:
+async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
     texts: list[str] = []
-    try:
-        async for result in job.results():
-            for segment in result.segments:
-                if segment.text:
-                    texts.append(segment.text)
-                    yield _event({"type": "transcript.text.delta", "delta": segment.text, "logprobs": None})
-        state.metrics.audio_seconds += len(job.samples) / TARGET_RATE
-        yield _event({"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None})
-    except VoxlaneError as exc:
-        state.metrics.stream_errors += 1
-        log.warning("transcription stream failed: %s", exc.message)
-        yield _event(exc.to_json())
-
-
-def _event(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
+    async for result in job.results():
+        for segment in result.segments:
+            if segment.text:
+                texts.append(segment.text)
+                yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": None}
+    job.state.metrics.audio_seconds += len(job.samples) / TARGET_RATE
+    yield {"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None}
 
 
 def _render(params: TranscriptionRequest, task: str, segments: list[Segment], language: str,
