@@ -9,7 +9,6 @@ import base64
 import io
 import json
 import socket
-import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -24,6 +23,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from voxlane.audio.encode import wav_header
 
 FAKE_TEXT = "this is all very whispered"
 PCM_RATE = 22050
@@ -122,7 +123,7 @@ class FakeServer:
                 wait = start + k * b.speech_chunk_s / b.speech_speed - time.perf_counter()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                data = (_streaming_wav_header() if wav and k == 0 else b"") + chunk
+                data = (wav_header(PCM_RATE) if wav and k == 0 else b"") + chunk
                 if sse:
                     event = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}
                     yield f"data: {json.dumps(event)}\n\n".encode()
@@ -131,12 +132,6 @@ class FakeServer:
             if sse:
                 yield b'data: {"type": "speech.audio.done"}\n\n'
         return StreamingResponse(audio(), media_type="text/event-stream" if sse else "audio/pcm")
-
-
-def _streaming_wav_header() -> bytes:
-    """A 16-bit mono wav header whose sizes are unknown (0xFFFFFFFF), as streaming servers send it."""
-    return (b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, PCM_RATE,
-            2 * PCM_RATE, 2, 16) + b"data" + struct.pack("<I", 0xFFFFFFFF))
 
 
 @pytest.fixture(scope="module")

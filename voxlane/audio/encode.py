@@ -73,14 +73,15 @@ def _closest_at_least(rates: tuple[int, ...], wanted: int) -> int:
     return min(fitting) if fitting else max(rates)
 
 
-def wav_stream_header(sample_rate: int, channels: int = 1, bits: int = 16) -> bytes:
-    """A RIFF/WAVE header for a stream of unknown length: both sizes are 0xFFFFFFFF, which players
-    (ffmpeg, browsers, sox) read as "until the end of the data"."""
+def wav_header(sample_rate: int, channels: int = 1, bits: int = 16, data_bytes: int | None = None) -> bytes:
+    """A RIFF/WAVE header for PCM. Without ``data_bytes`` it is a stream's header, of unknown length: both
+    sizes are 0xFFFFFFFF, which players (ffmpeg, browsers, sox) read as "until the end of the data"."""
     unknown = 0xFFFFFFFF
-    byte_rate = sample_rate * channels * bits // 8
-    return (b"RIFF" + struct.pack("<I", unknown) + b"WAVE"
-            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, channels, sample_rate, byte_rate, channels * bits // 8, bits)
-            + b"data" + struct.pack("<I", unknown))
+    block_align = channels * bits // 8
+    return (b"RIFF" + struct.pack("<I", unknown if data_bytes is None else 36 + data_bytes) + b"WAVE"
+            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, channels, sample_rate, sample_rate * block_align, block_align,
+                                    bits)
+            + b"data" + struct.pack("<I", unknown if data_bytes is None else data_bytes))
 
 
 class _Sink:
@@ -169,7 +170,7 @@ class StreamEncoder:
         if self.format != "wav" or self._header_sent:
             return b""
         self._header_sent = True
-        return wav_stream_header(self.sample_rate)
+        return wav_header(self.sample_rate)
 
     def _resample(self, pcm: np.ndarray) -> list[av.AudioFrame]:
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(pcm, dtype=np.int16).reshape(1, -1),

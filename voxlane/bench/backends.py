@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-
+from voxlane.audio.encode import wav_header
 from voxlane.bench.datasets import AudioSample, TextSample
 from voxlane.bench.http import RawClient, RawResponse
 from voxlane.bench.options import BACKENDS
@@ -346,7 +346,7 @@ class _AudioBytes:
         if self.fmt not in ("pcm", "wav"):
             return bytes(self.body)
         channels = 1 if self.fmt == "pcm" else max(1, round(self.bytes_per_s / self.rate / 2))
-        return _wav_header(len(self.pcm), self.rate, channels) + bytes(self.pcm)
+        return wav_header(self.rate, channels, data_bytes=len(self.pcm)) + bytes(self.pcm)
 
 
 def _parse_wav_header(data: bytes) -> tuple[int, int, int, int] | None:
@@ -370,7 +370,3 @@ def _parse_wav_header(data: bytes) -> tuple[int, int, int, int] | None:
         pos += 8 + size + (size & 1)
     return None
 
-
-def _wav_header(n_bytes: int, rate: int, channels: int) -> bytes:
-    return (b"RIFF" + struct.pack("<I", 36 + n_bytes) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, channels, rate,
-            rate * channels * 2, channels * 2, 16) + b"data" + struct.pack("<I", n_bytes))

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import uuid
 from contextlib import AsyncExitStack
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -27,6 +26,7 @@ from voxlane.engine.client import SpeechStream
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
 from voxlane.messages import SpeechAudio, SpeechUnit
 from voxlane.protocol import SpeechRequest
+from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 from voxlane.text.phonemes import VoiceText, phoneme_ids, prepare
 from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES, Voice, remove_dir
@@ -45,7 +45,7 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     job = _SpeechJob(state, body, voice)
     await job.start()  # on failure the job has cleaned up; the error handler answers with a 4xx/5xx
     if body.stream_format == "sse":
-        return StreamingResponse(_sse(job), media_type="text/event-stream")
+        return event_stream(_sse_audio(job), state.metrics, f"speech stream {job.request_id}")
     return StreamingResponse(_audio(job), media_type=job.media_type)
 
 
@@ -184,18 +184,8 @@ async def _audio(job: _SpeechJob) -> AsyncIterator[bytes]:
         raise  # the connection is cut, so the client sees a truncated body, not a complete one
 
 
-async def _sse(job: _SpeechJob) -> AsyncIterator[str]:
-    try:
-        async for data in job.chunks():
-            yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
-        yield _event({"type": "speech.audio.done",
-                      "usage": {"input_tokens": len(job.body.input), "output_tokens": 0,
-                                "total_tokens": len(job.body.input)}})
-    except VoxlaneError as exc:
-        job.state.metrics.stream_errors += 1
-        log.warning("speech stream %s ended early: %s", job.request_id, exc.message)
-        yield _event({"type": "error", **exc.to_json()})
-
-
-def _event(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
+async def _sse_audio(job: _SpeechJob) -> AsyncGenerator[dict[str, Any], None]:
+    async for data in job.chunks():
+        yield {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
+    yield {"type": "speech.audio.done",
+           "usage": {"input_tokens": len(job.body.input), "output_tokens": 0, "total_tokens": len(job.body.input)}}

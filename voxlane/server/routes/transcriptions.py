@@ -13,20 +13,19 @@ import json
 import logging
 import math
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException
 
 from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import Speech, decode_and_split, window_features
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import EngineRequest
-from voxlane.errors import ClientGone, InvalidRequest, PayloadTooLarge, VoxlaneError
+from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
 from voxlane.languages import language_name
 from voxlane.messages import Segment, TranscribeOptions, WindowResult
 from voxlane.protocol import (RESPONSE_FORMATS, ServerVad, Transcription, TranscriptionRequest, Usage,
@@ -34,12 +33,12 @@ from voxlane.protocol import (RESPONSE_FORMATS, ServerVad, Transcription, Transc
 from voxlane.protocol import Segment as WireSegment
 from voxlane.protocol import Word as WireWord
 from voxlane.server.formats import join_text, to_srt, to_vtt
+from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
+from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-
-_MiB = 1024 * 1024
 
 
 @router.post("/v1/audio/transcriptions")
@@ -54,7 +53,9 @@ async def create_translation(request: Request) -> Response:
 
 async def _handle(request: Request, task: str) -> Response:
     state = get_state(request)
-    upload, params = await _read_form(request, state)
+    limit = UploadLimit(state.config.max_upload_mb, "--max-upload-mb",
+                        advice=": send a compressed format such as mp3 or opus, or split the audio")
+    upload, params = await _read_form(request, state, limit)
     model = state.resolve_model(params.model)
     if task == "translate" and not state.engine.is_multilingual:
         raise InvalidRequest(
@@ -74,7 +75,7 @@ async def _handle(request: Request, task: str) -> Response:
         raise InvalidRequest("timestamp_granularities needs response_format='verbose_json'",
                              param="timestamp_granularities")
     data = await upload.read()
-    _check_upload_size(len(data), state)
+    limit.check(len(data))
     samples, windows = await state.executors.run("audio", decode_and_split, data, state.config.max_audio_duration_s,
                                                  state.config.split_search_s,
                                                  _vad_options(params.chunking_strategy or state.config.chunking_strategy))
@@ -89,26 +90,18 @@ async def _handle(request: Request, task: str) -> Response:
     job = _Job(state, samples, windows, options)
     if params.stream:
         state.engine.check_alive()
-        return StreamingResponse(_sse(job, state), media_type="text/event-stream")
+        return event_stream(_deltas(job), state.metrics, "transcription stream")
     segments, language = await _cancel_on_disconnect(request, job.collect())
     duration_s = len(samples) / TARGET_RATE
     state.metrics.audio_seconds += duration_s
     return _render(params, task, segments, language, duration_s)
 
 
-async def _read_form(request: Request, state: AppState) -> tuple[UploadFile, TranscriptionRequest]:
-    limit = int(state.config.max_upload_mb * _MiB)
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
-        _check_upload_size(int(declared), state)
-    try:
-        form = await request.form(max_files=1, max_fields=64)
-    except (MultiPartException, AssertionError, ValueError) as exc:
-        raise InvalidRequest(f"could not parse the form ({exc}); send multipart/form-data with a 'file' part") from None
-    upload = form.get("file")
-    if not isinstance(upload, UploadFile):
-        raise InvalidRequest("missing 'file': send the audio as a multipart file part named 'file'", param="file")
-    fields: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
+async def _read_form(request: Request, state: AppState,
+                     limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
+    form = await read_form(request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part")
+    upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
+    fields: dict[str, Any] = text_fields(form)
     granularities = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
     fields["timestamp_granularities"] = [g for g in granularities if isinstance(g, str)]
     fields.pop("timestamp_granularities[]", None)
@@ -168,16 +161,6 @@ def _invalid(exc: ValidationError) -> InvalidRequest:
         detail = f"{field}: {message}; " if field in ServerVad.model_fields and field != "type" else ""
         return InvalidRequest(f"invalid 'chunking_strategy': {detail}{_CHUNKING_HINT}", param="chunking_strategy")
     return InvalidRequest(f"invalid '{param}': {message}", param=param)
-
-
-def _check_upload_size(size: int, state: AppState) -> None:
-    limit = state.config.max_upload_mb * _MiB
-    if size > limit:
-        raise PayloadTooLarge(
-            f"the upload is {size / _MiB:.1f} MiB, over the server's limit of {state.config.max_upload_mb:g} MiB "
-            "(--max-upload-mb): send a compressed format such as mp3 or opus, or split the audio",
-            param="file", code="file_too_large",
-        )
 
 
 class _Job:
@@ -253,24 +236,15 @@ async def _cancel_on_disconnect(request: Request, work: Any) -> Any:
         watcher.cancel()
 
 
-async def _sse(job: _Job, state: AppState) -> AsyncIterator[str]:
+async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
     texts: list[str] = []
-    try:
-        async for result in job.results():
-            for segment in result.segments:
-                if segment.text:
-                    texts.append(segment.text)
-                    yield _event({"type": "transcript.text.delta", "delta": segment.text, "logprobs": None})
-        state.metrics.audio_seconds += len(job.samples) / TARGET_RATE
-        yield _event({"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None})
-    except VoxlaneError as exc:
-        state.metrics.stream_errors += 1
-        log.warning("transcription stream failed: %s", exc.message)
-        yield _event(exc.to_json())
-
-
-def _event(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
+    async for result in job.results():
+        for segment in result.segments:
+            if segment.text:
+                texts.append(segment.text)
+                yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": None}
+    job.state.metrics.audio_seconds += len(job.samples) / TARGET_RATE
+    yield {"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None}
 
 
 def _render(params: TranscriptionRequest, task: str, segments: list[Segment], language: str,

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException
 
 from voxlane.errors import InvalidRequest, PayloadTooLarge
 from voxlane.protocol import VoiceCard, VoiceList
+from voxlane.server.forms import MiB, UploadLimit, file_part, read_form, text_field
 from voxlane.server.state import AppState, get_state
 from voxlane.voices import OPENAI_VOICES, VoiceRegistry, remove_dir
 
 router = APIRouter()
 
-_MiB = 1024 * 1024
-_MAX_CONFIG_BYTES = 4 * _MiB
+_MAX_CONFIG_BYTES = 4 * MiB
+_FILE_PARTS = "send the voice as two file parts: 'model' (the .onnx) and 'config' (its .onnx.json)"
 
 
 def _registry(state: AppState) -> VoiceRegistry:
@@ -41,25 +40,16 @@ async def list_voices(request: Request) -> Response:
 async def upload_voice(request: Request) -> Response:
     state = get_state(request)
     registry = _registry(state)
-    limit = int(state.config.max_voice_upload_mb * _MiB)
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit + _MAX_CONFIG_BYTES:
-        _too_large(int(declared), state)
-    try:
-        form = await request.form(max_files=2, max_fields=8)
-    except (MultiPartException, AssertionError, ValueError) as exc:
-        raise InvalidRequest(f"could not parse the form ({exc}); send multipart/form-data with parts 'name', "
-                             "'model' (.onnx) and 'config' (.onnx.json)") from None
-    name = form.get("name")
-    model, config = form.get("model"), form.get("config")
-    if not isinstance(name, str) or not name:
-        raise InvalidRequest("missing 'name': send the voice's name as a form field", param="name")
-    if not isinstance(model, UploadFile) or not isinstance(config, UploadFile):
-        raise InvalidRequest("send the voice as two file parts: 'model' (the .onnx) and 'config' (its .onnx.json)",
-                             param="model" if not isinstance(model, UploadFile) else "config")
+    limit = UploadLimit(state.config.max_voice_upload_mb, "--max-voice-upload-mb", what="the voice upload",
+                        param="model")
+    form = await read_form(request, limit, other_bytes=_MAX_CONFIG_BYTES, max_files=2, max_fields=8,
+                           parts="parts 'name', 'model' (.onnx) and 'config' (.onnx.json)")
+    name = text_field(form, "name", "missing 'name': send the voice's name as a form field")
+    model = file_part(form, "model", _FILE_PARTS)
+    config = file_part(form, "config", _FILE_PARTS)
     registry.check_name(name)
-    if model.size is not None and model.size > limit:
-        _too_large(model.size, state)
+    if model.size is not None:
+        limit.check(model.size)
     if config.size is not None and config.size > _MAX_CONFIG_BYTES:
         raise PayloadTooLarge("the voice config is over 4 MiB; a Piper .onnx.json is a few KiB", param="config")
     voice = await state.executors.run("files", registry.stage, name, model.file, config.file)
@@ -80,9 +70,3 @@ async def delete_voice(name: str, request: Request) -> Response:
     await state.executors.run("files", registry.write_index, snapshot, generation)
     await state.executors.run("files", remove_dir, stale)
     return JSONResponse({"id": name, "object": "voice", "deleted": True})
-
-
-def _too_large(size: int, state: AppState) -> None:
-    raise PayloadTooLarge(f"the voice upload is {size / _MiB:.1f} MiB, over the limit of "
-                          f"{state.config.max_voice_upload_mb:g} MiB (--max-voice-upload-mb)", param="model",
-                          code="file_too_large")
