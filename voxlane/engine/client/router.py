@@ -39,7 +39,8 @@ class EngineClient:
         self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
         self.speech_streams = 0
         self._queued_windows = 0
-        self._streams: dict[str, ResultStream[Any]] = {}
+        self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
+        """Open streams by request id, with the type of message their results come in."""
         self._tasks: list[asyncio.Task[None]] = []
         self._ready_event = asyncio.Event()
 
@@ -102,7 +103,8 @@ class EngineClient:
             )
         self._queued_windows += window_count
         try:
-            async with self._open(ResultStream[WindowResult](request_id, window_count, "this audio")) as stream:
+            async with self._open(ResultStream[WindowResult](request_id, window_count, "this audio"),
+                                  WindowResult) as stream:
                 yield stream
         finally:
             self._queued_windows -= window_count
@@ -120,7 +122,8 @@ class EngineClient:
             )
         self.speech_streams += 1
         try:
-            async with self._open(ResultStream[SpeechResult](request_id, unit_count, "this speech")) as stream:
+            async with self._open(ResultStream[SpeechResult](request_id, unit_count, "this speech"),
+                                  SpeechAudio) as stream:
                 yield stream
         finally:
             self.speech_streams -= 1
@@ -136,13 +139,14 @@ class EngineClient:
         self.check_alive()
         stream = ResultStream[VoiceProbed](f"probe-{uuid.uuid4().hex}", 1, "checking this voice")
         # Nothing to abort: a probe holds no engine state, and a late verdict is dropped here.
-        async with self._open(stream, abort=False):
+        async with self._open(stream, VoiceProbed, abort=False):
             await self.send(ProbeVoice(stream.request_id, model_path, config_path))
             return [verdict async for verdict in stream.results(timeout_s)][0]
 
     @asynccontextmanager
-    async def _open(self, stream: ResultStream[Any], abort: bool = True) -> AsyncIterator[ResultStream[Any]]:
-        self._streams[stream.request_id] = stream
+    async def _open(self, stream: ResultStream[Any], kind: type,
+                    abort: bool = True) -> AsyncIterator[ResultStream[Any]]:
+        self._streams[stream.request_id] = (kind, stream)
         try:
             yield stream
         finally:
@@ -156,9 +160,9 @@ class EngineClient:
         while True:
             msg, pcm = await self.socket.recv()
             if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed)):
-                stream = self._streams.get(msg.request_id)
-                if stream is None:
-                    log.debug("dropping a result for gone request %s", msg.request_id)
+                kind, stream = self._streams.get(msg.request_id, (None, None))
+                if stream is None or not isinstance(msg, kind):
+                    log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)
                 elif isinstance(msg, WindowResult):
                     stream.put(msg.index, msg)
                 elif isinstance(msg, SpeechAudio):
@@ -182,5 +186,5 @@ class EngineClient:
         self._fail_all(EngineUnavailable(f"the engine stopped ({self.failure}): retry later"))
 
     def _fail_all(self, error: EngineUnavailable) -> None:
-        for stream in list(self._streams.values()):
+        for _, stream in list(self._streams.values()):
             stream.fail(error)
