@@ -72,6 +72,15 @@ class Shutdown(msgspec.Struct, tag="shutdown"):
     pass
 
 
+class ProbeVoice(msgspec.Struct, tag="probe"):
+    """Load an uploaded voice and make it speak a few phonemes, to check it before it is accepted. The
+    engine answers with one ``VoiceProbed``."""
+
+    request_id: str
+    model_path: str
+    config_path: str
+
+
 class Word(msgspec.Struct):
     word: str
     start: float
@@ -110,6 +119,16 @@ class SpeechAudio(msgspec.Struct, tag="audio"):
     error: str | None = None
 
 
+class VoiceProbed(msgspec.Struct, tag="probed"):
+    """The verdict on one ``ProbeVoice``."""
+
+    request_id: str
+    problem: str | None = None
+    """None when the voice loads and speaks; else the file at fault: 'config' or 'model'."""
+    reason: str = ""
+    """What is wrong with that file, for the uploader."""
+
+
 class Ready(msgspec.Struct, tag="ready"):
     model_path: str
     is_multilingual: bool
@@ -122,8 +141,8 @@ class EngineFailed(msgspec.Struct, tag="failed"):
     reason: str
 
 
-EngineInput = Union[WindowRequest, SpeechUnit, Abort, Shutdown]
-EngineOutput = Union[WindowResult, SpeechAudio, Ready, EngineFailed]
+EngineInput = Union[WindowRequest, SpeechUnit, ProbeVoice, Abort, Shutdown]
+EngineOutput = Union[WindowResult, SpeechAudio, VoiceProbed, Ready, EngineFailed]
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(EngineInput)

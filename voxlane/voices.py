@@ -7,12 +7,17 @@ index (new requests see the new state at once); the old version's files are remo
 ends. In-flight streams therefore finish with the voice they resolved, and the engine (which loads by
 path) never sees a half-written or vanished file.
 
-The index and the refcounts are touched on the event loop only; file work (copy, validate, remove,
-write the index) is done by the blocking helpers here, run through an executor by the routes.
+An upload is checked before it is accepted: ``add`` stages it, then has the engine process load it and
+make it speak (``EngineClient.probe_voice``: the API process never loads a model); a voice that fails is
+rejected with the reason and its directory removed.
+
+The index and the refcounts are touched on the event loop only; file work (copy, remove, write the
+index) is done by the blocking helpers here, run through the ``files`` executor.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -22,12 +27,10 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
-
-import numpy as np
+from typing import Any, Awaitable, BinaryIO, Callable
 
 from voxlane.errors import InvalidRequest
-from voxlane.text.phonemes import VoiceText, load_voice_text
+from voxlane.messages import VoiceProbed
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,24 @@ class VoiceRegistry:
                 shutil.rmtree(child, ignore_errors=True)
 
     # --- on the event loop ---------------------------------------------------------------------
+
+    async def add(self, name: str, model: BinaryIO, config: BinaryIO, *,
+                  probe: Callable[[Voice], Awaitable[VoiceProbed]], files: Callable[..., Awaitable[Any]]) -> Voice:
+        """Stage an upload, have ``probe`` check that it loads and speaks, then make it the voice ``name``
+        resolves to and persist the index. ``files(fn, *args)`` runs blocking file work off the loop.
+        Raises InvalidRequest with the reason when the voice fails its probe, and whatever ``probe``
+        raises (EngineUnavailable); either way no directory is left behind."""
+        voice = await files(self.stage, name, model, config)
+        try:
+            _check(await probe(voice))
+        except BaseException:
+            # Shielded: a cancelled upload still cleans up (and load() removes strays at the next start).
+            await asyncio.shield(files(remove_dir, Path(voice.model_path).parent))
+            raise
+        stale, snapshot, generation = self.install(voice)
+        await files(self.write_index, snapshot, generation)
+        await files(remove_dir, stale)
+        return voice
 
     def names(self) -> list[Voice]:
         return [self.default, *sorted(self._index.values(), key=lambda v: v.name)]
@@ -179,10 +200,7 @@ class VoiceRegistry:
             self._written_generation = generation
 
     def stage(self, name: str, model: BinaryIO, config: BinaryIO) -> Voice:
-        """Copy an upload into a fresh version directory and check that it loads and speaks.
-        Raises InvalidRequest with the reason (the directory is removed then)."""
-        from voxlane.runners.piper import load_voice, run_voice
-
+        """Copy an upload into a fresh version directory (removed again if the copy fails)."""
         version_dir = self.dir / f"{name}.{secrets.token_hex(6)}"
         version_dir.mkdir(parents=True)
         voice = Voice(name, str(version_dir / "model.onnx"), str(version_dir / "model.onnx.json"))
@@ -191,18 +209,6 @@ class VoiceRegistry:
                 shutil.copyfileobj(model, f, 1 << 20)
             with open(voice.config_path, "wb") as f:
                 shutil.copyfileobj(config, f, 1 << 20)
-            try:
-                text = load_voice_text(voice.config_path)
-            except (ValueError, OSError) as exc:
-                raise InvalidRequest(f"the voice config is not a Piper .onnx.json: {exc}", param="config",
-                                     code="invalid_voice") from None
-            try:
-                loaded = load_voice(voice.model_path, voice.config_path, threads=1)
-                run_voice(loaded, _probe_unit(text))
-            except Exception as exc:  # noqa: BLE001 - any failure to load or run is the upload's fault
-                reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-                raise InvalidRequest(f"the voice model does not load as a Piper ONNX voice: {reason}",
-                                     param="model", code="invalid_voice") from None
         except BaseException:
             shutil.rmtree(version_dir, ignore_errors=True)
             raise
@@ -214,14 +220,10 @@ def remove_dir(path: Path | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _probe_unit(text: VoiceText):  # noqa: ANN202 - a SpeechUnit, imported lazily
-    from voxlane.messages import SpeechUnit
-
-    id_map = text.phoneme_id_map
-    ids: list[int] = []
-    for symbol in ("^", "_", "a", "_", "$"):
-        ids.extend(id_map.get(symbol, []))
-    if not ids:
-        ids = [int(np.asarray(next(iter(id_map.values())))[0])]
-    return SpeechUnit("probe", 0, True, "", "", ids, text.length_scale, text.noise_scale, text.noise_w_scale,
-                      0 if text.num_speakers > 1 else None)
+def _check(verdict: VoiceProbed) -> None:
+    if verdict.problem == "config":
+        raise InvalidRequest(f"the voice config is not a Piper .onnx.json: {verdict.reason}", param="config",
+                             code="invalid_voice")
+    if verdict.problem is not None:
+        raise InvalidRequest(f"the voice model does not load as a Piper ONNX voice: {verdict.reason}",
+                             param="model", code="invalid_voice")

@@ -11,8 +11,9 @@ import pytest
 from voxlane.audio.encode import SPEECH_FORMATS, StreamEncoder, output_rate
 from voxlane.config import default_voice_paths
 from voxlane.text.normalise import normalise
-from voxlane.text.phonemes import load_voice_text, phoneme_ids
+from voxlane.text.phonemes import phoneme_ids
 from voxlane.text.sentences import split_long, split_sentences, split_units
+from voxlane.voice_config import load_voice_config
 
 
 def test_normalise_plain_quotes_dashes_and_spaces() -> None:
@@ -64,7 +65,7 @@ def test_first_unit_is_half_a_second_to_a_second_and_a_bit_of_audio() -> None:
 
 
 def test_phoneme_ids_of_the_bundled_voice() -> None:
-    voice = load_voice_text(default_voice_paths()[1])
+    voice = load_voice_config(default_voice_paths()[1])
     ids = phoneme_ids("Hello world.", voice)
     assert ids[0] == voice.phoneme_id_map["^"][0] and ids[-1] == voice.phoneme_id_map["$"][0]
     assert len(ids) > 10

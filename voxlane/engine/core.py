@@ -45,8 +45,8 @@ class EngineCore:
         self.requests: dict[str, RequestState] = {}
         self._aborted: OrderedDict[str, None] = OrderedDict()
         self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="voxlane-engine")
-        self._running: set[Future[list[_Done]]] = set()
-        self._finished: list[Future[list[_Done]]] = []
+        self._running: set[Future[tuple[list[_Done], list[float]]]] = set()
+        self._finished: list[Future[tuple[list[_Done], list[float]]]] = []
         self.continuations = 0
         """Continuation passes queued since start (each costs one more window)."""
         self._lock = threading.Lock()
@@ -117,22 +117,28 @@ class EngineCore:
 
     # --- execution (on a worker thread) --------------------------------------------------------
 
-    def _execute(self, batch: Sequence[WindowWork]) -> list[_Done]:
+    def _execute(self, batch: Sequence[WindowWork]) -> tuple[list[_Done], list[float]]:
+        """The batch's results, and what it cost: seconds of engine time per window, one sample per pass
+        that ran clean. Touches no engine state: ``_collect`` folds the cost into the scheduler on the
+        loop thread."""
         start = time.perf_counter()
         try:
             outputs = self._run_checked(batch)
         except Exception:
             if len(batch) == 1:
                 log.exception("window %d of %s failed", batch[0].msg.index, batch[0].request_id)
-                return [(batch[0], WindowOutput(_error_result(batch[0], "the model failed on this audio window")))]
+                return [(batch[0], WindowOutput(_error_result(batch[0], "the model failed on this audio window")))], []
             # Isolate the bad window: one bad item fails alone, never its batch.
             log.warning("a batch of %d failed; running its windows one by one", len(batch), exc_info=True)
-            return [done for w in batch for done in self._execute([w])]
+            done: list[_Done] = []
+            costs: list[float] = []
+            for work in batch:
+                one, cost = self._execute([work])
+                done += one
+                costs += cost
+            return done, costs
         elapsed = time.perf_counter() - start
-        # Seconds of engine time per window, smoothed: the scheduler's fairness clock.
-        cost = elapsed / len(batch) / self.workers
-        self.scheduler.window_cost_s = 0.8 * self.scheduler.window_cost_s + 0.2 * cost
-        return list(zip(batch, outputs))
+        return list(zip(batch, outputs)), [elapsed / len(batch) / self.workers]
 
     def _run_checked(self, batch: Sequence[WindowWork]) -> list[WindowOutput]:
         outputs = self.runner.run(batch)
@@ -143,7 +149,7 @@ class EngineCore:
                 raise RuntimeError("runner returned results out of order")
         return outputs
 
-    def _batch_done(self, future: Future[list[_Done]]) -> None:
+    def _batch_done(self, future: Future[tuple[list[_Done], list[float]]]) -> None:
         with self._lock:
             self._finished.append(future)
         self._on_batch_done()
@@ -156,7 +162,11 @@ class EngineCore:
             self._running.discard(future)
             if future.cancelled():
                 continue
-            for work, output in future.result():
+            done, costs = future.result()
+            for cost in costs:
+                # Seconds of engine time per window, smoothed: the scheduler's fairness clock.
+                self.scheduler.window_cost_s = 0.8 * self.scheduler.window_cost_s + 0.2 * cost
+            for work, output in done:
                 result = output.result
                 state = self.requests.get(result.request_id)
                 if state is None:

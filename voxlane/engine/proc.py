@@ -7,6 +7,8 @@ Threads and their one job each:
 - the main thread: drains the input queue, updates the core, calls ``step`` and hands results out.
 - ``voxlane-engine-N`` (in EngineCore): run batches on the model.
 - ``voxlane-tts`` (in TtsCore): synthesises speech units, one at a time.
+- ``voxlane-engine-probe``: checks uploaded voices (loads each and makes it speak), one at a time, and
+  puts its verdict on the output queue; the loop only hands it the request, so it never waits on a load.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
 from voxlane.child import become_child
 from voxlane.heap import freeze_startup_heap
-from voxlane.messages import (Abort, EngineFailed, EngineOutput, Ready, Shutdown, SpeechUnit, WindowRequest,
-                              decode_input, encode_output)
+from voxlane.messages import (Abort, EngineFailed, EngineOutput, ProbeVoice, Ready, Shutdown, SpeechUnit,
+                              VoiceProbed, WindowRequest, decode_input, encode_output)
 
 log = logging.getLogger("voxlane.engine")
 
@@ -65,6 +67,24 @@ def _output_thread(sock: zmq.Socket, outbox: queue.Queue[EngineOutput | SpeechCh
             return
 
 
+def _probe_thread(probes: queue.Queue[ProbeVoice | None],
+                  outbox: queue.Queue[EngineOutput | SpeechChunk | None]) -> None:
+    from voxlane.runners.piper import BadVoice, probe_voice
+
+    while True:
+        msg = probes.get()
+        if msg is None:
+            return
+        try:
+            probe_voice(msg.model_path, msg.config_path, threads=1)
+            outbox.put(VoiceProbed(msg.request_id))
+        except BadVoice as exc:
+            outbox.put(VoiceProbed(msg.request_id, exc.part, exc.reason))
+        except Exception as exc:  # noqa: BLE001 - the uploader gets an answer whatever went wrong
+            log.exception("probing voice %s failed", msg.model_path)
+            outbox.put(VoiceProbed(msg.request_id, "model", type(exc).__name__))
+
+
 def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_level: str = "info") -> None:
     """Process entry (multiprocessing spawn target)."""
     become_child("voxlane-engine")
@@ -94,12 +114,14 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     core = EngineCore(runner, config, on_batch_done=lambda: inbox.put(_WAKE), tts_runner=tts_runner)
     freeze_startup_heap()  # full collections would otherwise walk the loaded runtimes' objects each time
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
+    probes: queue.Queue[ProbeVoice | None] = queue.Queue()
+    threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
     log.info("engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d); speech: 1 thread x %d "
              "onnxruntime thread(s), %s order", config.model_path, config.compute_type, config.engine_workers,
              config.engine_threads, config.max_batch_size, config.tts_threads, config.tts_order)
     try:
-        _loop(core, inbox, outbox, parent)
+        _loop(core, inbox, outbox, probes, parent)
     finally:
         # Exit now, without closing sockets under the IO threads' feet (ZMQ sockets are not thread-safe:
         # that asserted in signaler.cpp) and without waiting for a batch still running on a worker thread
@@ -153,7 +175,7 @@ def _load_runners(config: EngineConfig) -> tuple[Any, Any]:
 
 
 def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | SpeechChunk | None],
-          parent: int) -> None:
+          probes: queue.Queue[ProbeVoice | None], parent: int) -> None:
     while True:
         timeout = core.next_timeout(time.monotonic())
         try:
@@ -178,6 +200,8 @@ def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineO
                 core.add_window(msg, features, now)
             elif isinstance(msg, SpeechUnit):
                 core.add_unit(msg, now)
+            elif isinstance(msg, ProbeVoice):
+                probes.put(msg)
             elif isinstance(msg, Abort):
                 core.abort(msg.request_id)
             elif isinstance(msg, Shutdown):

@@ -2,7 +2,8 @@
 
 Voices load lazily, by path, and a bounded number stay loaded (LRU). The path is the voice's identity:
 an uploaded voice that is replaced or deleted gets a new path, so a loaded session is never stale.
-Used from the engine's one speech thread only: no locks.
+A ``PiperRunner`` is used from the engine's one speech thread only: no locks. ``probe_voice`` (the engine's
+probe thread, checking uploads) loads its own session and shares nothing with it.
 
 Batching: several units through one ``session.run`` (padded to the longest, trimmed by length) was
 measured slower or no faster than one unit at a time on this CPU (docs/tts.md), so the runner
@@ -11,7 +12,6 @@ synthesises one unit per call.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,6 +20,7 @@ import numpy as np
 import onnxruntime
 
 from voxlane.messages import SpeechUnit
+from voxlane.voice_config import VoiceConfig, load_voice_config
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +45,47 @@ def session_options(threads: int) -> onnxruntime.SessionOptions:
 
 def load_voice(model_path: str, config_path: str, threads: int) -> LoadedVoice:
     """Load one Piper voice. Raises ValueError saying what is wrong with a voice that cannot serve."""
-    with open(config_path, encoding="utf-8") as f:
-        config = json.load(f)
-    try:
-        sample_rate = int(config["audio"]["sample_rate"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError("the voice config has no audio.sample_rate") from None
+    config = load_voice_config(config_path)
     session = onnxruntime.InferenceSession(model_path, sess_options=session_options(threads),
                                            providers=["CPUExecutionProvider"])
     inputs = {i.name for i in session.get_inputs()}
     if not {"input", "input_lengths", "scales"} <= inputs:
         raise ValueError(f"the model's inputs are {sorted(inputs)}, not a Piper voice's (input, input_lengths, scales)")
-    return LoadedVoice(session, sample_rate, int(config.get("num_speakers", 1)))
+    return LoadedVoice(session, config.sample_rate, config.num_speakers)
+
+
+class BadVoice(ValueError):
+    """An uploaded voice that cannot serve: ``part`` names the file at fault ('config' or 'model')."""
+
+    def __init__(self, part: str, reason: str) -> None:
+        super().__init__(reason)
+        self.part = part
+        self.reason = reason
+
+
+def probe_voice(model_path: str, config_path: str, threads: int = 1) -> None:
+    """Load a voice (apart from any runner's loaded voices) and make it speak a few phonemes. Raises
+    BadVoice saying which file is at fault and why."""
+    try:
+        config = load_voice_config(config_path)
+    except (ValueError, OSError) as exc:
+        raise BadVoice("config", str(exc)) from None
+    try:
+        run_voice(load_voice(model_path, config_path, threads), _probe_unit(config))
+    except Exception as exc:  # noqa: BLE001 - any failure to load or run is the upload's fault
+        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise BadVoice("model", reason) from None
+
+
+def _probe_unit(config: VoiceConfig) -> SpeechUnit:
+    id_map = config.phoneme_id_map
+    ids: list[int] = []
+    for symbol in ("^", "_", "a", "_", "$"):
+        ids.extend(id_map.get(symbol, []))
+    if not ids:
+        ids = [int(np.asarray(next(iter(id_map.values())))[0])]
+    return SpeechUnit("probe", 0, True, "", "", ids, config.length_scale, config.noise_scale, config.noise_w_scale,
+                      0 if config.num_speakers > 1 else None)
 
 
 def run_voice(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:

@@ -17,18 +17,18 @@ import uuid
 from contextlib import AsyncExitStack
 from typing import Any, AsyncGenerator, AsyncIterator
 
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from voxlane.audio.encode import close_stream, encode_stream, finish_stream, open_stream
-from voxlane.engine.client import SpeechStream
+from voxlane.engine.client import ResultStream, SpeechResult
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
-from voxlane.messages import SpeechAudio, SpeechUnit
+from voxlane.messages import SpeechUnit
 from voxlane.protocol import SpeechRequest
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
-from voxlane.text.phonemes import VoiceText, phoneme_ids, prepare
+from voxlane.text.phonemes import phoneme_ids, prepare
+from voxlane.voice_config import VoiceConfig
 from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES, Voice, remove_dir
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,10 @@ class _SpeechJob:
         self.voice = voice
         self.request_id = uuid.uuid4().hex
         self.stack = AsyncExitStack()
-        self.stream: SpeechStream | None = None
+        self.stream: ResultStream[SpeechResult] | None = None
         self.media_type = ""  # set in start(), by the stream's encoder
         self.first: bytes = b""
-        self._chunks: AsyncIterator[tuple[SpeechAudio, np.ndarray]] | None = None
+        self._chunks: AsyncIterator[SpeechResult] | None = None
         self.audio_s = 0.0
 
     async def start(self) -> None:
@@ -103,15 +103,15 @@ class _SpeechJob:
         self.media_type = await executors.run_encode(self.request_id, open_stream, self.body.response_format,
                                                      voice_text.sample_rate, self.body.sample_rate)
         self.stack.push_async_callback(executors.run_encode, self.request_id, close_stream)
-        self.stream = await self.stack.enter_async_context(self.state.engine.speech(self.request_id))
-        await self.stream.send_unit(self._unit(0, len(units) == 1, first_ids, voice_text))
+        self.stream = await self.stack.enter_async_context(self.state.engine.speech(self.request_id, len(units)))
+        await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text))
         if len(units) > 1:
             feeder = asyncio.create_task(self._feed(units, voice_text), name=f"voxlane-speech-{self.request_id[:8]}")
             self.stack.push_async_callback(_cancel, feeder)
-        self._chunks = self.stream.audio(self.state.config.request_timeout_s)
+        self._chunks = self.stream.results(self.state.config.request_timeout_s)
         self.first = await self._next_encoded()  # errors before the first byte become real responses
 
-    def _unit(self, index: int, last: bool, ids: list[int], voice_text: VoiceText) -> SpeechUnit:
+    def _unit(self, index: int, last: bool, ids: list[int], voice_text: VoiceConfig) -> SpeechUnit:
         return SpeechUnit(
             request_id=self.request_id, index=index, last=last, model_path=self.voice.model_path,
             config_path=self.voice.config_path, phoneme_ids=ids,
@@ -119,19 +119,19 @@ class _SpeechJob:
             noise_w_scale=voice_text.noise_w_scale, speaker_id=0 if voice_text.num_speakers > 1 else None,
         )
 
-    async def _feed(self, units: list[str], voice_text: VoiceText) -> None:
+    async def _feed(self, units: list[str], voice_text: VoiceConfig) -> None:
         assert self.stream is not None
         try:
             for index in range(1, len(units)):
                 ids = await self.state.executors.run("text", phoneme_ids, units[index], voice_text)
                 if not ids:  # nothing speakable (punctuation only): a pause-sized unit keeps the indices whole
                     ids = await self.state.executors.run("text", phoneme_ids, ".", voice_text) or [0]
-                await self.stream.send_unit(self._unit(index, index == len(units) - 1, ids, voice_text))
+                await self.state.engine.send(self._unit(index, index == len(units) - 1, ids, voice_text))
         except VoxlaneError as exc:
-            self.stream.deliver(exc)
+            self.stream.fail(exc)
         except Exception:
             log.exception("preparing speech units failed")
-            self.stream.deliver(VoxlaneError("the server failed to prepare the text"))
+            self.stream.fail(VoxlaneError("the server failed to prepare the text"))
 
     async def _next_encoded(self) -> bytes:
         """Encoded bytes of the next unit(s); b'' at the end (after the encoder's tail)."""

@@ -24,10 +24,10 @@ from starlette.datastructures import UploadFile
 from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import Speech, decode_and_split, window_features
 from voxlane.audio.vad import VadOptions
-from voxlane.engine.client import EngineRequest
+from voxlane.engine.client import ResultStream
 from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
 from voxlane.languages import language_name
-from voxlane.messages import Segment, TranscribeOptions, WindowResult
+from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult
 from voxlane.protocol import (RESPONSE_FORMATS, ServerVad, Transcription, TranscriptionRequest, Usage,
                               VerboseTranscription)
 from voxlane.protocol import Segment as WireSegment
@@ -176,7 +176,7 @@ class _Job:
     async def results(self) -> AsyncIterator[WindowResult]:
         engine = self.state.engine
         request_id = uuid.uuid4().hex
-        async with engine.request(request_id, len(self.windows), self.options) as req:
+        async with engine.request(request_id, len(self.windows)) as req:
             feeder = asyncio.create_task(self._feed(req), name=f"voxlane-feed-{request_id[:8]}")
             try:
                 async for result in req.results(self.state.config.request_timeout_s):
@@ -191,19 +191,21 @@ class _Job:
                 feeder.cancel()
                 await asyncio.gather(feeder, return_exceptions=True)
 
-    async def _feed(self, req: EngineRequest) -> None:
-        n_mels = self.state.engine.n_mels
+    async def _feed(self, req: ResultStream[WindowResult]) -> None:
+        engine = self.state.engine
         try:
             for index, (start, end, speech) in enumerate(self.windows):
                 features, n_frames, speech = await self.state.executors.run(
-                    "audio", window_features, self.samples[start:end], n_mels, start / TARGET_RATE, speech)
-                await req.send_window(index, start / TARGET_RATE, (end - start) / TARGET_RATE, features, n_frames,
-                                      speech)
+                    "audio", window_features, self.samples[start:end], engine.n_mels, start / TARGET_RATE, speech)
+                msg = WindowRequest(req.request_id, index, req.count, offset_s=start / TARGET_RATE,
+                                    duration_s=(end - start) / TARGET_RATE, n_frames=n_frames,
+                                    n_mels=features.shape[0], options=self.options, speech=speech)
+                await engine.send(msg, features)
         except VoxlaneError as exc:
-            req.deliver(exc)  # wakes the reader, which raises it
+            req.fail(exc)  # wakes the reader, which raises it
         except Exception:
             log.exception("preparing windows failed")
-            req.deliver(VoxlaneError("the server failed to prepare the audio windows"))
+            req.fail(VoxlaneError("the server failed to prepare the audio windows"))
 
     async def collect(self) -> tuple[list[Segment], str]:
         segments: list[Segment] = []

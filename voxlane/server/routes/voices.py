@@ -1,21 +1,24 @@
 """GET/POST /v1/audio/voices and DELETE /v1/audio/voices/{name}: the voices the server speaks with.
 
 An upload is multipart: ``name``, ``model`` (the ``.onnx``) and ``config`` (its ``.onnx.json``). It is
-copied, loaded and made to speak a probe before it is accepted (the reason is returned when it fails),
-then stored in the data directory, so it survives restarts. See voxlane/voices.py for what deleting or
-replacing a voice does to streams using it.
+copied, then loaded and made to speak a probe by the engine process before it is accepted (the reason is
+returned when it fails; a 503 when the engine cannot answer), then stored in the data directory, so it
+survives restarts. See voxlane/voices.py for what deleting or replacing a voice does to streams using it.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from voxlane.errors import InvalidRequest, PayloadTooLarge
+from voxlane.messages import VoiceProbed
 from voxlane.protocol import VoiceCard, VoiceList
 from voxlane.server.forms import MiB, UploadLimit, file_part, read_form, text_field
 from voxlane.server.state import AppState, get_state
-from voxlane.voices import OPENAI_VOICES, VoiceRegistry, remove_dir
+from voxlane.voices import OPENAI_VOICES, Voice, VoiceRegistry, remove_dir
 
 router = APIRouter()
 
@@ -52,10 +55,12 @@ async def upload_voice(request: Request) -> Response:
         limit.check(model.size)
     if config.size is not None and config.size > _MAX_CONFIG_BYTES:
         raise PayloadTooLarge("the voice config is over 4 MiB; a Piper .onnx.json is a few KiB", param="config")
-    voice = await state.executors.run("files", registry.stage, name, model.file, config.file)
-    stale, snapshot, generation = registry.install(voice)
-    await state.executors.run("files", registry.write_index, snapshot, generation)
-    await state.executors.run("files", remove_dir, stale)
+
+    async def probe(voice: Voice) -> VoiceProbed:
+        return await state.engine.probe_voice(voice.model_path, voice.config_path, state.config.request_timeout_s)
+
+    files = partial(state.executors.run, "files")
+    voice = await registry.add(name, model.file, config.file, probe=probe, files=files)
     return JSONResponse(VoiceCard(id=voice.name, builtin=False).model_dump(), status_code=201)
 
 

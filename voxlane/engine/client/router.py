@@ -1,0 +1,190 @@
+"""EngineClient: the routes' one handle on the engine: admits requests, sends their work, routes each
+result the engine sends back to the stream of the request it belongs to, and fails every open stream
+when the engine dies.
+
+Two background tasks run on the event loop: one receives and routes, one watches the engine process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import numpy as np
+
+from voxlane.config import ServerConfig
+from voxlane.engine.client.streams import ResultStream
+from voxlane.engine.client.supervisor import EngineProcess
+from voxlane.engine.client.transport import EngineSocket
+from voxlane.errors import EngineUnavailable
+from voxlane.messages import (Abort, EngineFailed, ProbeVoice, Ready, Shutdown, SpeechAudio, SpeechUnit,
+                              VoiceProbed, WindowRequest, WindowResult)
+
+log = logging.getLogger(__name__)
+
+SpeechResult = tuple[SpeechAudio, np.ndarray]
+"""One speech unit's audio: the message and its mono int16 PCM."""
+
+
+class EngineClient:
+    def __init__(self, config: ServerConfig,
+                 launch: Callable[[ServerConfig, str, str], EngineProcess] = EngineProcess) -> None:
+        self.config = config
+        self.ready: Ready | None = None
+        self.failure: str | None = None
+        self.socket = EngineSocket()
+        self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
+        self.speech_streams = 0
+        self._queued_windows = 0
+        self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
+        """Open streams by request id, with the type of message their results come in."""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ready_event = asyncio.Event()
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self, timeout_s: float = 300.0) -> None:
+        """Start the engine and wait until it has loaded its models. Raises RuntimeError with the reason."""
+        self.process.start()
+        self._tasks = [asyncio.create_task(self._receive(), name="voxlane-engine-receive"),
+                       asyncio.create_task(self._watch(), name="voxlane-engine-watch")]
+        try:
+            await asyncio.wait_for(self._ready_event.wait(), timeout_s)
+        except TimeoutError:
+            self.failure = f"the engine did not start within {timeout_s:g} s"
+        if self.failure:
+            raise RuntimeError(self.failure)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.process.alive:
+            self.socket.send_now(Shutdown())
+            await self.process.stop(grace_s=1.0)
+        self._fail_all(EngineUnavailable("the server is shutting down"))
+        self.socket.close()
+
+    @property
+    def healthy(self) -> bool:
+        return self.ready is not None and self.failure is None and self.process.alive
+
+    def check_alive(self) -> None:
+        if not self.healthy:
+            raise EngineUnavailable(f"the engine is not running ({self.failure or 'starting'}); retry later")
+
+    @property
+    def queued_windows(self) -> int:
+        return self._queued_windows
+
+    @property
+    def is_multilingual(self) -> bool:
+        return bool(self.ready and self.ready.is_multilingual)
+
+    @property
+    def n_mels(self) -> int:
+        return self.ready.n_mels if self.ready else 80
+
+    # --- requests --------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def request(self, request_id: str, window_count: int) -> AsyncIterator[ResultStream[WindowResult]]:
+        """Reserve queue room for a transcription's windows; on exit (done, failed, cancelled or the client
+        gone) release it, and abort in the engine whatever is unfinished."""
+        self.check_alive()
+        limit = self.config.max_queued_windows
+        if self._queued_windows + window_count > limit:
+            raise EngineUnavailable(
+                f"the engine queue is full ({self._queued_windows} of {limit} windows waiting, "
+                f"this audio needs {window_count}; --max-queued-windows): retry later",
+                code="queue_full",
+            )
+        self._queued_windows += window_count
+        try:
+            async with self._open(ResultStream[WindowResult](request_id, window_count, "this audio"),
+                                  WindowResult) as stream:
+                yield stream
+        finally:
+            self._queued_windows -= window_count
+
+    @asynccontextmanager
+    async def speech(self, request_id: str, unit_count: int) -> AsyncIterator[ResultStream[SpeechResult]]:
+        """A speech stream of ``unit_count`` units; on exit (done, failed, cancelled or the client gone)
+        abort in the engine what is unfinished."""
+        self.check_alive()
+        limit = self.config.max_speech_streams
+        if self.speech_streams >= limit:
+            raise EngineUnavailable(
+                f"{self.speech_streams} speech streams are running, the server's limit (--max-speech-streams "
+                f"{limit}): retry later", code="queue_full",
+            )
+        self.speech_streams += 1
+        try:
+            async with self._open(ResultStream[SpeechResult](request_id, unit_count, "this speech"),
+                                  SpeechAudio) as stream:
+                yield stream
+        finally:
+            self.speech_streams -= 1
+
+    async def send(self, msg: WindowRequest | SpeechUnit, features: np.ndarray | None = None) -> None:
+        """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
+        self.check_alive()
+        await self.socket.send(msg, features)
+
+    async def probe_voice(self, model_path: str, config_path: str, timeout_s: float) -> VoiceProbed:
+        """Have the engine load a voice and make it speak (off its scheduling loop). Raises EngineUnavailable
+        when the engine is down, dies before it answers, or has not answered within ``timeout_s``."""
+        self.check_alive()
+        stream = ResultStream[VoiceProbed](f"probe-{uuid.uuid4().hex}", 1, "checking this voice")
+        # Nothing to abort: a probe holds no engine state, and a late verdict is dropped here.
+        async with self._open(stream, VoiceProbed, abort=False):
+            await self.send(ProbeVoice(stream.request_id, model_path, config_path))
+            return [verdict async for verdict in stream.results(timeout_s)][0]
+
+    @asynccontextmanager
+    async def _open(self, stream: ResultStream[Any], kind: type,
+                    abort: bool = True) -> AsyncIterator[ResultStream[Any]]:
+        self._streams[stream.request_id] = (kind, stream)
+        try:
+            yield stream
+        finally:
+            self._streams.pop(stream.request_id, None)
+            if abort and not stream.finished and self.healthy and not self.socket.send_now(Abort(stream.request_id)):
+                log.warning("could not send abort for %s", stream.request_id)
+
+    # --- background tasks ------------------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        while True:
+            msg, pcm = await self.socket.recv()
+            if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed)):
+                kind, stream = self._streams.get(msg.request_id, (None, None))
+                if stream is None or not isinstance(msg, kind):
+                    log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)
+                elif isinstance(msg, WindowResult):
+                    stream.put(msg.index, msg)
+                elif isinstance(msg, SpeechAudio):
+                    assert pcm is not None
+                    stream.put(msg.index, (msg, pcm))
+                else:
+                    stream.put(0, msg)
+            elif isinstance(msg, Ready):
+                self.ready = msg
+                self._ready_event.set()
+            elif isinstance(msg, EngineFailed):
+                self.failure = msg.reason
+                self._ready_event.set()
+
+    async def _watch(self) -> None:
+        code = await self.process.wait_exit()
+        if self.failure is None:
+            self.failure = f"the engine process exited (code {code})"
+        log.error("%s; failing %d request(s)", self.failure, len(self._streams))
+        self._ready_event.set()
+        self._fail_all(EngineUnavailable(f"the engine stopped ({self.failure}): retry later"))
+
+    def _fail_all(self, error: EngineUnavailable) -> None:
+        for _, stream in list(self._streams.values()):
+            stream.fail(error)
