@@ -1,7 +1,7 @@
 # Two commands set up everything on a fresh machine with Python >= 3.11 and pip:
 #   make serve   create .venv, install voxlane with the bundled models, start the server on 127.0.0.1:8000
 #   make test    install the dev dependencies too and run the whole suite
-#   make lint    check the import contracts in pyproject.toml (layers point down)
+#   make lint    ruff (lint + format), mypy, and the import contracts in pyproject.toml (layers point down)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -34,6 +34,9 @@ bench: install-dev
 	$(BIN)/python benchmarks/asr_bench.py $(ARGS)
 
 lint: install-dev
+	$(BIN)/ruff check voxlane tests benchmarks
+	$(BIN)/ruff format --check voxlane tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 clean:

@@ -23,7 +23,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -40,15 +39,39 @@ def free_port() -> int:
 
 
 def run_json(args: list[str], result_dir: Path, name: str) -> dict:
-    subprocess.run(VOXLANE + args + ["--save-result", "--result-dir", str(result_dir), "--result-filename", name],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        VOXLANE + args + ["--save-result", "--result-dir", str(result_dir), "--result-filename", name],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return json.loads((result_dir / name).read_text())
 
 
-def ceiling(dataset: str, subset: list[str], num_prompts: int, batch_sizes: str, engine_args: list[str],
-            result_dir: Path, tag: str) -> dict:
-    return run_json(["bench", "engine", "--dataset", dataset, *subset, "--num-prompts", str(num_prompts),
-                     "--batch-sizes", batch_sizes, *engine_args], result_dir, f"engine-{tag}.json")
+def ceiling(
+    dataset: str,
+    subset: list[str],
+    num_prompts: int,
+    batch_sizes: str,
+    engine_args: list[str],
+    result_dir: Path,
+    tag: str,
+) -> dict:
+    return run_json(
+        [
+            "bench",
+            "engine",
+            "--dataset",
+            dataset,
+            *subset,
+            "--num-prompts",
+            str(num_prompts),
+            "--batch-sizes",
+            batch_sizes,
+            *engine_args,
+        ],
+        result_dir,
+        f"engine-{tag}.json",
+    )
 
 
 def best_pass(engine_result: dict) -> dict:
@@ -83,23 +106,48 @@ def main() -> int:
     ceilings: dict[str, list[dict]] = {name: [] for name in subsets}
     for name, (subset, n) in subsets.items():
         print(f"ceiling ({name}) ...", file=sys.stderr)
-        ceilings[name].append(ceiling(args.dataset, subset, n, args.batch_sizes, engine_args, result_dir, f"{name}-before"))
+        ceilings[name].append(
+            ceiling(args.dataset, subset, n, args.batch_sizes, engine_args, result_dir, f"{name}-before")
+        )
 
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    log = open(result_dir / "server.log", "wb")
-    server = subprocess.Popen(VOXLANE + ["serve", "--port", str(port), "--log-level", "warning", *server_args],
-                              stdout=log, stderr=subprocess.STDOUT)
+    log = open(result_dir / "server.log", "wb")  # noqa: SIM115 - open for the server's lifetime
+    server = subprocess.Popen(
+        [*VOXLANE, "serve", "--port", str(port), "--log-level", "warning", *server_args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     rows = []
     try:
         for name, (subset, n) in subsets.items():
             for level in levels:
                 print(f"server ({name}, concurrency {level}) ...", file=sys.stderr)
-                r = run_json(["bench", "serve", "--backend", "openai-audio", "--base-url", base_url,
-                              "--model", "whisper-1", "--dataset", args.dataset, *subset,
-                              "--num-prompts", str(max(n, level)), "--max-concurrency", str(level),
-                              "--probe-interval-ms", "20", "--ready-check-timeout-sec", "120"],
-                             result_dir, f"serve-{name}-c{level}.json")
+                r = run_json(
+                    [
+                        "bench",
+                        "serve",
+                        "--backend",
+                        "openai-audio",
+                        "--base-url",
+                        base_url,
+                        "--model",
+                        "whisper-1",
+                        "--dataset",
+                        args.dataset,
+                        *subset,
+                        "--num-prompts",
+                        str(max(n, level)),
+                        "--max-concurrency",
+                        str(level),
+                        "--probe-interval-ms",
+                        "20",
+                        "--ready-check-timeout-sec",
+                        "120",
+                    ],
+                    result_dir,
+                    f"serve-{name}-c{level}.json",
+                )
                 rows.append((name, level, r))
     finally:
         server.terminate()
@@ -108,28 +156,36 @@ def main() -> int:
 
     for name, (subset, n) in subsets.items():
         print(f"ceiling ({name}, again) ...", file=sys.stderr)
-        ceilings[name].append(ceiling(args.dataset, subset, n, args.batch_sizes, engine_args, result_dir, f"{name}-after"))
+        ceilings[name].append(
+            ceiling(args.dataset, subset, n, args.batch_sizes, engine_args, result_dir, f"{name}-after")
+        )
     print(f"host load after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
 
     print(f"server flags: {args.server_args or '(defaults)'}")
-    print(f"{'audio':<6}{'setup':<22}{'RTFx':>7}{'/ceiling':>10}{'E2E p50 ms':>12}{'E2E p99 ms':>12}"
-          f"{'health p50':>12}{'health p99':>12}{'health max':>12}{'WER':>8}")
+    print(
+        f"{'audio':<6}{'setup':<22}{'RTFx':>7}{'/ceiling':>10}{'E2E p50 ms':>12}{'E2E p99 ms':>12}"
+        f"{'health p50':>12}{'health p99':>12}{'health max':>12}{'WER':>8}"
+    )
     for name in subsets:
         before, after = ceilings[name]
         mean = (before["rtfx"] + after["rtfx"]) / 2
         for c in (before, after):
             when = "before" if c is before else "after"
-            print(f"{name:<6}{'ceiling b=' + str(c['best_batch_size']) + ' (' + when + ')':<22}{c['rtfx']:>7.1f}"
-                  f"{c['rtfx'] / mean:>10.2f}{'':>12}{'':>12}{'':>12}{'':>12}{'':>12}"
-                  f"{100 * best_pass(c)['wer']:>7.1f}%")
+            print(
+                f"{name:<6}{'ceiling b=' + str(c['best_batch_size']) + ' (' + when + ')':<22}{c['rtfx']:>7.1f}"
+                f"{c['rtfx'] / mean:>10.2f}{'':>12}{'':>12}{'':>12}{'':>12}{'':>12}"
+                f"{100 * best_pass(c)['wer']:>7.1f}%"
+            )
         for row_name, level, r in rows:
             if row_name != name:
                 continue
             h = r["health"]["latency_ms"]
             wer = "-" if r["wer"] is None else f"{100 * r['wer']:.1f}%"
-            print(f"{name:<6}{'server c=' + str(level):<22}{r['rtfx']:>7.1f}{r['rtfx'] / mean:>10.2f}"
-                  f"{r['e2el_ms']['p50']:>12.0f}{r['e2el_ms']['p99']:>12.0f}{h['p50']:>12.1f}{h['p99']:>12.1f}"
-                  f"{h['max']:>12.1f}{wer:>8}")
+            print(
+                f"{name:<6}{'server c=' + str(level):<22}{r['rtfx']:>7.1f}{r['rtfx'] / mean:>10.2f}"
+                f"{r['e2el_ms']['p50']:>12.0f}{r['e2el_ms']['p99']:>12.0f}{h['p50']:>12.1f}{h['p99']:>12.1f}"
+                f"{h['max']:>12.1f}{wer:>8}"
+            )
             if r["failed"]:
                 print(f"      {r['failed']} failed: {r['errors'][:1]}")
     return 0

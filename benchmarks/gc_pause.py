@@ -44,8 +44,7 @@ async def main(rounds: int, busy: int) -> None:
     app = build_app(config)
     async with app.router.lifespan_context(app):  # the engine and the pools start and stop as in serve
         state = app.state.voxlane
-        await state.executors.run("text", prepare, "Warm the phonemiser up. Then measure.",
-                                  default_voice_paths()[1])
+        await state.executors.run("text", prepare, "Warm the phonemiser up. Then measure.", default_voice_paths()[1])
         spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(busy)]
         for p in spinners:
             p.start()
@@ -65,8 +64,10 @@ async def main(rounds: int, busy: int) -> None:
     ms = lambda xs: f"median {statistics.median(xs) * 1000:6.2f} ms, max {max(xs) * 1000:6.2f} ms"  # noqa: E731
     print(f"API process heap, {rounds} rounds, {busy} busy process(es) beside it:")
     print(f"  unfrozen: full collection walks {tracked:>7} objects: {ms(unfrozen)}")
-    print(f"  frozen:   {frozen_count:>7} objects frozen, a full collection walks "
-          f"{len(gc.get_objects()):>5}: {ms(frozen)}")
+    print(
+        f"  frozen:   {frozen_count:>7} objects frozen, a full collection walks "
+        f"{len(gc.get_objects()):>5}: {ms(frozen)}"
+    )
     print(f"  ratio (median unfrozen / frozen): {statistics.median(unfrozen) / statistics.median(frozen):.0f}x")
 
 

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,10 +44,29 @@ def main() -> None:
     server = subprocess.Popen([sys.executable, str(HERE / "trivial_server.py"), "--port", str(port)])
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "voxlane.cli", "bench", "serve", "--backend", args.backend,
-                   "--base-url", f"http://127.0.0.1:{port}", "--num-prompts", str(args.num_prompts),
-                   "--max-concurrency", str(args.max_concurrency), "--ready-check-timeout-sec", "30",
-                   "--probe-health", "none", "--result-dir", tmp, "--result-filename", "r.json"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "voxlane.cli",
+                "bench",
+                "serve",
+                "--backend",
+                args.backend,
+                "--base-url",
+                f"http://127.0.0.1:{port}",
+                "--num-prompts",
+                str(args.num_prompts),
+                "--max-concurrency",
+                str(args.max_concurrency),
+                "--ready-check-timeout-sec",
+                "30",
+                "--probe-health",
+                "none",
+                "--result-dir",
+                tmp,
+                "--result-filename",
+                "r.json",
+            ]
             if args.backend == "openai-audio":
                 cmd += ["--dataset", args.dataset, "--max-duration-s", "30"]
             # the server's CPU is sampled around the whole bench process; the warm-up and setup are cheap
@@ -60,11 +78,15 @@ def main() -> None:
         server.terminate()
         server.wait(10)
     n, wall, client = r["completed"] + r["failed"], r["duration_s"], r["client"]["cpu_s"]
-    print(f"{args.backend}, concurrency {args.max_concurrency}, {n} requests ({r['failed']} failed) "
-          f"in {wall:.2f} s = {r['request_throughput']:.0f} req/s")
+    print(
+        f"{args.backend}, concurrency {args.max_concurrency}, {n} requests ({r['failed']} failed) "
+        f"in {wall:.2f} s = {r['request_throughput']:.0f} req/s"
+    )
     print(f"generator: {1000 * client / n:.3f} ms CPU per request, {100 * client / wall:.0f}% of one core")
-    print(f"server:    {1000 * server_cpu / n:.3f} ms CPU per request, {100 * server_cpu / wall:.0f}% of one core "
-          "(includes its warm-up and idle time around the run)")
+    print(
+        f"server:    {1000 * server_cpu / n:.3f} ms CPU per request, {100 * server_cpu / wall:.0f}% of one core "
+        "(includes its warm-up and idle time around the run)"
+    )
     print(f"E2E latency p50 {r['e2el_ms']['median']:.1f} ms, p99 {r['e2el_ms']['p99']:.1f} ms")
 
 

@@ -35,8 +35,9 @@ async def one_upload(executors: Executors, data: bytes) -> int:
 
 
 async def measure(kind: str, workers: int, uploads: list[bytes]) -> tuple[float, float]:
-    executors = Executors(ServerConfig(audio_preprocess_workers=workers, audio_preprocess_pool=kind,
-                                       engine=EngineConfig(model_path="")))
+    executors = Executors(
+        ServerConfig(audio_preprocess_workers=workers, audio_preprocess_pool=kind, engine=EngineConfig(model_path=""))
+    )
     try:
         await asyncio.gather(*(one_upload(executors, d) for d in uploads[:workers]))  # warm the workers
         monitor = LoopStallMonitor(interval_s=0.002)
@@ -58,8 +59,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     base = Path(args.dataset).parent
-    files = [(base / json.loads(line)["audio"]).read_bytes()
-             for line in Path(args.dataset).read_text().splitlines() if line.strip()]
+    files = [
+        (base / json.loads(line)["audio"]).read_bytes()
+        for line in Path(args.dataset).read_text().splitlines()
+        if line.strip()
+    ]
     print(f"{'pool':<9}{'uploads':>8}{'wall s (median)':>17}{'uploads/s':>11}{'max loop stall ms':>19}")
     for n in (int(x) for x in args.uploads.split(",")):
         uploads = [files[i % len(files)] for i in range(n)]

@@ -39,11 +39,13 @@ async def speech(request: Request) -> Response:
     return Response(CANNED_PCM, media_type="audio/pcm")
 
 
-app = Starlette(routes=[
-    Route("/health", health),
-    Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
-    Route("/v1/audio/speech", speech, methods=["POST"]),
-])
+app = Starlette(
+    routes=[
+        Route("/health", health),
+        Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
+        Route("/v1/audio/speech", speech, methods=["POST"]),
+    ]
+)
 
 
 if __name__ == "__main__":

@@ -24,13 +24,15 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import ServerProcess  # noqa: E402
+from tests.conftest import ServerProcess
 
 PCM_RATE = 24000  # voxlane's pcm, like OpenAI's: 24 kHz, 16-bit, mono
-PARAGRAPH = ("The old lighthouse stood at the edge of the cliff, watching over the harbour. Every night its "
-             "lamp turned slowly, sending a beam across the dark water. Fishermen trusted it to guide them "
-             "home through fog and storms. When the keeper retired, the town decided to keep the light "
-             "burning, and volunteers took turns climbing the narrow stairs.")
+PARAGRAPH = (
+    "The old lighthouse stood at the edge of the cliff, watching over the harbour. Every night its "
+    "lamp turned slowly, sending a beam across the dark water. Fishermen trusted it to guide them "
+    "home through fog and storms. When the keeper retired, the town decided to keep the light "
+    "burning, and volunteers took turns climbing the narrow stairs."
+)
 ONE_SENTENCE = "The weather today is sunny with a light breeze."
 
 
@@ -96,8 +98,10 @@ async def bench_order(order: str, concurrencies: list[int], extra: list[str]) ->
         url = srv.base_url + "/v1/audio/speech"
         await level(url, 1, "Warm up.")
         short = [(await level(url, 1, ONE_SENTENCE))[0][0].ttfp_s for _ in range(10)]
-        rows.append(f"| {order} | 1 (one sentence x10) | {statistics.median(short) * 1000:.0f} | "
-                    f"{pct(short, 0.9) * 1000:.0f} | | | | | |")
+        rows.append(
+            f"| {order} | 1 (one sentence x10) | {statistics.median(short) * 1000:.0f} | "
+            f"{pct(short, 0.9) * 1000:.0f} | | | | | |"
+        )
         for c in concurrencies:
             results, wall = await level(url, c, PARAGRAPH)
             ttfp = [r.ttfp_s * 1000 for r in results]
@@ -107,7 +111,8 @@ async def bench_order(order: str, concurrencies: list[int], extra: list[str]) ->
             rows.append(
                 f"| {order} | {c} | {statistics.median(ttfp):.0f} | {pct(ttfp, 0.9):.0f} | "
                 f"{statistics.median(rtf):.2f} | {audio / wall:.1f} | {sum(r.stalls for r in results)} | "
-                f"{sum(r.stall_s for r in results):.1f} | {len(stalled) / len(results):.0%} |")
+                f"{sum(r.stall_s for r in results):.1f} | {len(stalled) / len(results):.0%} |"
+            )
             print(rows[-1], flush=True)
     finally:
         srv.stop()
@@ -120,9 +125,11 @@ def main() -> None:
     parser.add_argument("--orders", nargs="+", default=["deadline", "fifo"])
     parser.add_argument("--server-flags", default="", help="extra flags for voxlane serve, e.g. '--tts-threads 2'")
     args = parser.parse_args()
-    header = ["| order | streams | TTFP p50 ms | TTFP p90 ms | RTF p50 | audio s / wall s | stalls | "
-              "stall s (total) | streams with a stall |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    header = [
+        "| order | streams | TTFP p50 ms | TTFP p90 ms | RTF p50 | audio s / wall s | stalls | "
+        "stall s (total) | streams with a stall |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     rows = []
     loads = [os.getloadavg()[0]]
     for order in args.orders:

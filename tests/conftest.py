@@ -10,10 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
@@ -58,12 +58,24 @@ class ServerProcess:
     def __init__(self, *flags: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "voxlane.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-               "--log-level", "warning", *flags]
+        cmd = [
+            sys.executable,
+            "-m",
+            "voxlane.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+            *flags,
+        ]
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"voxlane-test-{self.port}.log"
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True
+        )
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -122,5 +134,9 @@ def client(server: ServerProcess):
 
 def stall_reports(metrics_text: str) -> dict[str, int]:
     """From /metrics: event-loop stalls of --loop-stall-report-ms or more, by cause (host_paused, other)."""
-    return {cause: int(n) for cause, n in
-            re.findall(r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics_text, re.M)}
+    return {
+        cause: int(n)
+        for cause, n in re.findall(
+            r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics_text, re.M
+        )
+    }

@@ -3,7 +3,7 @@ standardised, fillers such as uh/um/hm dropped), applied to reference and hypoth
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jiwer
 from whisper_normalizer.english import EnglishTextNormalizer

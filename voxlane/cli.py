@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from voxlane import __version__
 from voxlane.config import add_serve_arguments, environ, serve_config_from_args
@@ -31,14 +31,16 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    server = uvicorn.Server(uvicorn.Config(
-        build_app(config),
-        host=config.host,
-        port=config.port,
-        log_level=config.log_level,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        lifespan="on",
-    ))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            build_app(config),
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            lifespan="on",
+        )
+    )
     server.run()
     return 0 if server.started else 1
 
@@ -51,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="start the HTTP server and its engine process",
         description="Start the OpenAI-compatible server. Every flag can also be set with the environment "
-                    "variable shown beside it; a flag wins over the variable.",
+        "variable shown beside it; a flag wins over the variable.",
     )
     add_serve_arguments(serve)
     serve.set_defaults(func=_serve)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 DEFAULT_MODEL_NAME = "whisper-tiny.en"
 # Names that clients hard-code for "the server's Whisper model".
@@ -75,22 +76,26 @@ class EngineConfig:
     """Directory of a CTranslate2 Whisper model (model.bin, config.json, tokenizer.json); from --model."""
     compute_type: str = setting("int8", "CTranslate2 compute type (int8, int8_float32, float32, ...)")
     engine_workers: int = setting(
-        2, "Whisper batches that run in parallel in the engine (CTranslate2 inter_threads)", minimum=1)
+        2, "Whisper batches that run in parallel in the engine (CTranslate2 inter_threads)", minimum=1
+    )
     """One model replica each. Two workers x 2 threads measured best on 2 cores: +30% throughput at 16
     clients over one worker, and a lone request still gets 2 threads (docs/engine-config.md)."""
     engine_threads: int = setting(2, "threads per engine worker (CTranslate2 intra_threads)", minimum=1)
     beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
     max_batch_size: int = setting(8, "30 s windows per engine batch", minimum=1)
-    max_batch_wait_ms: float = setting(
-        5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
+    max_batch_wait_ms: float = setting(5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
     tts_threads: int = setting(
-        1, "onnxruntime threads of the text-to-speech execution thread (apart from Whisper's)", minimum=1)
+        1, "onnxruntime threads of the text-to-speech execution thread (apart from Whisper's)", minimum=1
+    )
     """Speech has its own thread, apart from the Whisper workers, so a burst of one cannot starve the other."""
     tts_max_loaded_voices: int = setting(
-        4, "Piper voices kept loaded in the engine (least recently used unloaded)", minimum=1)
+        4, "Piper voices kept loaded in the engine (least recently used unloaded)", minimum=1
+    )
     tts_order: str = setting(
-        "deadline", "order of speech units: deadline (earliest playback deadline first) or fifo "
-        "(first come, first served)", choices=("deadline", "fifo"))
+        "deadline",
+        "order of speech units: deadline (earliest playback deadline first) or fifo (first come, first served)",
+        choices=("deadline", "fifo"),
+    )
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
 
@@ -101,43 +106,60 @@ class ServerConfig:
 
     host: str = setting("127.0.0.1", "address to bind")
     port: int = setting(8000, "TCP port", minimum=0, maximum=65535)
-    model: str = setting(DEFAULT_MODEL_NAME, f"{DEFAULT_MODEL_NAME} (bundled) or a path to a CTranslate2 "
-                         "Whisper model directory")
-    log_level: str = setting("info", "debug, info, warning or error",
-                             choices=("debug", "info", "warning", "error"))
-    data_dir: str = setting(os.path.expanduser(DATA_DIR_DEFAULT), "directory for uploaded voices (voices/ "
-                            "inside, kept across restarts)", shown_default=DATA_DIR_DEFAULT)
+    model: str = setting(
+        DEFAULT_MODEL_NAME, f"{DEFAULT_MODEL_NAME} (bundled) or a path to a CTranslate2 Whisper model directory"
+    )
+    log_level: str = setting("info", "debug, info, warning or error", choices=("debug", "info", "warning", "error"))
+    data_dir: str = setting(
+        os.path.expanduser(DATA_DIR_DEFAULT),
+        "directory for uploaded voices (voices/ inside, kept across restarts)",
+        shown_default=DATA_DIR_DEFAULT,
+    )
     audio_preprocess_workers: int = setting(
-        AUDIO_PREPROCESS_WORKERS_DEFAULT, "workers decoding, resampling, splitting and computing log-mel "
-        "features", minimum=1, shown_default="min(cpu count, 2)")
+        AUDIO_PREPROCESS_WORKERS_DEFAULT,
+        "workers decoding, resampling, splitting and computing log-mel features",
+        minimum=1,
+        shown_default="min(cpu count, 2)",
+    )
     audio_preprocess_pool: str = setting(
-        "thread", "kind of the audio preprocessing pool: thread or process", choices=("thread", "process"))
+        "thread", "kind of the audio preprocessing pool: thread or process", choices=("thread", "process")
+    )
     """Threads measured about 3x the uploads per second of processes (docs/engine-config.md)."""
     max_upload_mb: float = setting(25.0, "largest upload accepted, in MiB (OpenAI's limit is 25 MB)", positive=True)
     max_audio_duration_s: float = setting(
-        3 * 3600.0, "longest audio accepted after decoding, in seconds", positive=True)
+        3 * 3600.0, "longest audio accepted after decoding, in seconds", positive=True
+    )
     split_search_s: float = setting(
-        8.0, "seconds before each 30 s boundary searched for the quietest 100 ms to cut long audio at", minimum=0)
+        8.0, "seconds before each 30 s boundary searched for the quietest 100 ms to cut long audio at", minimum=0
+    )
     chunking_strategy: str = setting(
-        "none", "what a transcription without chunking_strategy gets: none (all of the audio, in 30 s windows) "
-        "or auto (Silero VAD regions, silence of 4 s or more not decoded)", choices=("none", "auto"))
+        "none",
+        "what a transcription without chunking_strategy gets: none (all of the audio, in 30 s windows) "
+        "or auto (Silero VAD regions, silence of 4 s or more not decoded)",
+        choices=("none", "auto"),
+    )
     """'none' is OpenAI's default and measured more accurate on the dev set: Silero missed seconds of real
     speech there."""
     max_queued_windows: int = setting(
-        4096, "30 s windows waiting in the engine before new requests get 503 (queue depth)", minimum=1)
-    request_timeout_s: float = setting(
-        600.0, "seconds a request may wait for the engine before a 503", positive=True)
+        4096, "30 s windows waiting in the engine before new requests get 503 (queue depth)", minimum=1
+    )
+    request_timeout_s: float = setting(600.0, "seconds a request may wait for the engine before a 503", positive=True)
     max_speech_input_chars: int = setting(
-        4096, "longest text accepted by /v1/audio/speech, in characters (OpenAI's limit)", minimum=1)
+        4096, "longest text accepted by /v1/audio/speech, in characters (OpenAI's limit)", minimum=1
+    )
     max_speech_streams: int = setting(256, "speech streams at once before new requests get 503", minimum=1)
     max_voice_upload_mb: float = setting(
-        256.0, "largest voice model (.onnx) accepted by POST /v1/audio/voices, in MiB", positive=True)
+        256.0, "largest voice model (.onnx) accepted by POST /v1/audio/voices, in MiB", positive=True
+    )
     encode_workers: int = setting(
-        2, "worker processes encoding speech to mp3, opus, aac, flac, wav or pcm (each stream stays on one)",
-        minimum=1)
+        2, "worker processes encoding speech to mp3, opus, aac, flac, wav or pcm (each stream stays on one)", minimum=1
+    )
     loop_stall_report_ms: float = setting(
-        50.0, "milliseconds the event loop may fall behind before a warning logs its stack, each thread's CPU "
-        "and the machine's steal time; 0 = off", minimum=0)
+        50.0,
+        "milliseconds the event loop may fall behind before a warning logs its stack, each thread's CPU "
+        "and the machine's steal time; 0 = off",
+        minimum=0,
+    )
     text_workers: int = 1
     """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1 (no flag)."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(model_path=""))
@@ -180,7 +202,9 @@ _KINDS: Mapping[str, type] = {"int": int, "float": float, "str": str}
 
 SETTINGS: tuple[Setting, ...] = tuple(
     Setting(f.name, owner, _KINDS[str(f.type)], f.default, f.metadata["flag"])
-    for owner in (ServerConfig, EngineConfig) for f in fields(owner) if "flag" in f.metadata
+    for owner in (ServerConfig, EngineConfig)
+    for f in fields(owner)
+    if "flag" in f.metadata
 )
 """Every setting, in the order of ``--help`` and the README table."""
 
@@ -223,8 +247,9 @@ def _parse(s: Setting, raw: str, source: str) -> Any:
         try:
             value = int(raw)
         except ValueError:
-            raise ValueError(f"{where} is not an integer; {s.option} takes a whole number such as "
-                             f"{s.default}") from None
+            raise ValueError(
+                f"{where} is not an integer; {s.option} takes a whole number such as {s.default}"
+            ) from None
     elif s.kind is float:
         try:
             value = float(raw)

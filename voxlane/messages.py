@@ -7,7 +7,7 @@ receiver dispatches on type); a ``WindowRequest`` adds frame 1, the raw float32 
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import msgspec
 import numpy as np
@@ -141,8 +141,8 @@ class EngineFailed(msgspec.Struct, tag="failed"):
     reason: str
 
 
-EngineInput = Union[WindowRequest, SpeechUnit, ProbeVoice, Abort, Shutdown]
-EngineOutput = Union[WindowResult, SpeechAudio, VoiceProbed, Ready, EngineFailed]
+EngineInput = WindowRequest | SpeechUnit | ProbeVoice | Abort | Shutdown
+EngineOutput = WindowResult | SpeechAudio | VoiceProbed | Ready | EngineFailed
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(EngineInput)
@@ -152,7 +152,7 @@ _output_decoder = msgspec.msgpack.Decoder(EngineOutput)
 def encode_input(msg: EngineInput, features: np.ndarray | None = None) -> list[bytes | memoryview]:
     frames: list[bytes | memoryview] = [_encoder.encode(msg)]
     if features is not None:
-        frames.append(memoryview(np.ascontiguousarray(features, dtype=np.float32)).cast("B"))
+        frames.append(np.ascontiguousarray(features, dtype=np.float32).data.cast("B"))
     return frames
 
 
@@ -168,7 +168,7 @@ def encode_output(msg: EngineOutput, pcm: np.ndarray | None = None) -> list[byte
     frames: list[bytes | memoryview] = [_encoder.encode(msg)]
     if isinstance(msg, SpeechAudio):
         audio = np.empty(0, dtype=np.int16) if pcm is None else np.ascontiguousarray(pcm, dtype=np.int16)
-        frames.append(memoryview(audio).cast("B"))
+        frames.append(audio.data.cast("B"))
     return frames
 
 

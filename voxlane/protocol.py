@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 from voxlane.languages import LANGUAGES
 
 ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
+Task = Literal["transcribe", "translate"]
 RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
 LANGUAGE_CODES = frozenset(LANGUAGES)
 
@@ -86,7 +87,7 @@ class Transcription(BaseModel):
 
 
 class VerboseTranscription(BaseModel):
-    task: Literal["transcribe", "translate"] = "transcribe"
+    task: Task = "transcribe"
     language: str
     duration: float
     text: str

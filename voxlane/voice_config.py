@@ -4,9 +4,9 @@ runner and the upload probe (engine process). Imports no model runtime."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping, Sequence
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,10 @@ import re
 import secrets
 import shutil
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 from voxlane.errors import InvalidRequest
 from voxlane.messages import VoiceProbed
@@ -37,8 +38,21 @@ log = logging.getLogger(__name__)
 DEFAULT_VOICE = "joe"
 SPEECH_MODEL = "piper"
 SPEECH_MODEL_ALIASES = ("tts-1", "tts-1-hd")
-OPENAI_VOICES = ("alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova", "onyx", "sage",
-                 "shimmer", "verse")
+OPENAI_VOICES = (
+    "alloy",
+    "ash",
+    "ballad",
+    "cedar",
+    "coral",
+    "echo",
+    "fable",
+    "marin",
+    "nova",
+    "onyx",
+    "sage",
+    "shimmer",
+    "verse",
+)
 """OpenAI's voice names: stock clients send these, and they map to the default voice."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _INDEX = "voices.json"
@@ -98,8 +112,15 @@ class VoiceRegistry:
 
     # --- on the event loop ---------------------------------------------------------------------
 
-    async def add(self, name: str, model: BinaryIO, config: BinaryIO, *,
-                  probe: Callable[[Voice], Awaitable[VoiceProbed]], files: Callable[..., Awaitable[Any]]) -> Voice:
+    async def add(
+        self,
+        name: str,
+        model: BinaryIO,
+        config: BinaryIO,
+        *,
+        probe: Callable[[Voice], Awaitable[VoiceProbed]],
+        files: Callable[..., Awaitable[Any]],
+    ) -> Voice:
         """Stage an upload, have ``probe`` check that it loads and speaks, then make it the voice ``name``
         resolves to and persist the index. ``files(fn, *args)`` runs blocking file work off the loop.
         Raises InvalidRequest with the reason when the voice fails its probe, and whatever ``probe``
@@ -125,9 +146,12 @@ class VoiceRegistry:
         voice = self._index.get(name)
         if voice is None:
             known = ", ".join(v.name for v in self.names())
-            raise InvalidRequest(f"unknown voice '{name}'; send one of: {known} (or an OpenAI voice name such as "
-                                 "'alloy', which speaks with the default voice). GET /v1/audio/voices lists them.",
-                                 param="voice", code="voice_not_found")
+            raise InvalidRequest(
+                f"unknown voice '{name}'; send one of: {known} (or an OpenAI voice name such as "
+                "'alloy', which speaks with the default voice). GET /v1/audio/voices lists them.",
+                param="voice",
+                code="voice_not_found",
+            )
         return voice
 
     def acquire(self, voice: Voice) -> None:
@@ -150,11 +174,15 @@ class VoiceRegistry:
 
     def check_name(self, name: str) -> None:
         if not _NAME.match(name):
-            raise InvalidRequest("a voice name is 1 to 64 letters, digits, '-' or '_', starting with a letter or "
-                                 "digit", param="name", code="invalid_voice_name")
+            raise InvalidRequest(
+                "a voice name is 1 to 64 letters, digits, '-' or '_', starting with a letter or digit",
+                param="name",
+                code="invalid_voice_name",
+            )
         if name == DEFAULT_VOICE or name in OPENAI_VOICES:
-            raise InvalidRequest(f"'{name}' is a built-in voice name; choose another", param="name",
-                                 code="invalid_voice_name")
+            raise InvalidRequest(
+                f"'{name}' is a built-in voice name; choose another", param="name", code="invalid_voice_name"
+            )
 
     def install(self, voice: Voice) -> tuple[Path | None, dict[str, dict[str, str]], int]:
         """Make ``voice`` the one its name resolves to. Returns (a replaced version's directory to remove
@@ -166,8 +194,7 @@ class VoiceRegistry:
     def remove(self, name: str) -> tuple[Path | None, dict[str, dict[str, str]], int]:
         old = self._index.pop(name, None)
         if old is None:
-            raise InvalidRequest(f"there is no uploaded voice '{name}' to delete", param="name",
-                                 code="voice_not_found")
+            raise InvalidRequest(f"there is no uploaded voice '{name}' to delete", param="name", code="voice_not_found")
         return self._retire(old), *self._snapshot()
 
     def is_uploaded(self, name: str) -> bool:
@@ -184,8 +211,10 @@ class VoiceRegistry:
 
     def _snapshot(self) -> tuple[dict[str, dict[str, str]], int]:
         self._generation += 1
-        return ({v.name: {"model": v.model_path, "config": v.config_path} for v in self._index.values()},
-                self._generation)
+        return (
+            {v.name: {"model": v.model_path, "config": v.config_path} for v in self._index.values()},
+            self._generation,
+        )
 
     # --- blocking helpers (run in an executor) ---------------------------------------------------
 
@@ -222,8 +251,12 @@ def remove_dir(path: Path | None) -> None:
 
 def _check(verdict: VoiceProbed) -> None:
     if verdict.problem == "config":
-        raise InvalidRequest(f"the voice config is not a Piper .onnx.json: {verdict.reason}", param="config",
-                             code="invalid_voice")
+        raise InvalidRequest(
+            f"the voice config is not a Piper .onnx.json: {verdict.reason}", param="config", code="invalid_voice"
+        )
     if verdict.problem is not None:
-        raise InvalidRequest(f"the voice model does not load as a Piper ONNX voice: {verdict.reason}",
-                             param="model", code="invalid_voice")
+        raise InvalidRequest(
+            f"the voice model does not load as a Piper ONNX voice: {verdict.reason}",
+            param="model",
+            code="invalid_voice",
+        )

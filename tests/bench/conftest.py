@@ -11,9 +11,10 @@ import json
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,13 +55,16 @@ class FakeServer:
         self.behaviour = Behaviour()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        app = Starlette(routes=[
-            Route("/health", self._health),
-            Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"]),
-            Route("/v1/audio/speech", self._speech, methods=["POST"]),
-        ])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="off"))
+        app = Starlette(
+            routes=[
+                Route("/health", self._health),
+                Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"]),
+                Route("/v1/audio/speech", self._speech, methods=["POST"]),
+            ]
+        )
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def start(self) -> None:
@@ -93,11 +97,13 @@ class FakeServer:
         if (failed := await self._fail_or_wait()) is not None:
             return failed
         if form.get("stream") == "true":
+
             async def events() -> AsyncIterator[str]:
                 for word in FAKE_TEXT.split():
                     yield "data: " + json.dumps({"type": "transcript.text.delta", "delta": " " + word}) + "\n\n"
                     await asyncio.sleep(0.01)
                 yield "data: " + json.dumps({"type": "transcript.text.done", "text": FAKE_TEXT}) + "\n\n"
+
             return StreamingResponse(events(), media_type="text/event-stream")
         return JSONResponse({"text": FAKE_TEXT})
 
@@ -131,6 +137,7 @@ class FakeServer:
                     yield data
             if sse:
                 yield b'data: {"type": "speech.audio.done"}\n\n'
+
         return StreamingResponse(audio(), media_type="text/event-stream" if sse else "audio/pcm")
 
 

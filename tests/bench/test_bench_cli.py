@@ -22,13 +22,41 @@ def bench(tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any] | list[Any] |
 
 
 def transcription(fake: Any, tiny_dataset: Path, *extra: str) -> list[str]:
-    return ["serve", "--base-url", fake.base_url, "--dataset", str(tiny_dataset), "--num-prompts", "4",
-            "--max-concurrency", "2", "--num-warmups", "0", "--ready-check-timeout-sec", "2", *extra]
+    return [
+        "serve",
+        "--base-url",
+        fake.base_url,
+        "--dataset",
+        str(tiny_dataset),
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "2",
+        "--num-warmups",
+        "0",
+        "--ready-check-timeout-sec",
+        "2",
+        *extra,
+    ]
 
 
 def speech(fake: Any, *extra: str) -> list[str]:
-    return ["serve", "--backend", "openai-audio-speech", "--base-url", fake.base_url, "--num-prompts", "3",
-            "--max-concurrency", "3", "--num-warmups", "0", "--probe-interval-ms", "20", *extra]
+    return [
+        "serve",
+        "--backend",
+        "openai-audio-speech",
+        "--base-url",
+        fake.base_url,
+        "--num-prompts",
+        "3",
+        "--max-concurrency",
+        "3",
+        "--num-warmups",
+        "0",
+        "--probe-interval-ms",
+        "20",
+        *extra,
+    ]
 
 
 def test_transcription_figures_are_saved(fake: Any, tiny_dataset: Path, tmp_path: Path) -> None:
@@ -48,8 +76,9 @@ def test_transcription_figures_are_saved(fake: Any, tiny_dataset: Path, tmp_path
     assert fake.behaviour.requests == 4
 
 
-def test_streaming_transcription_reports_ttft_and_inter_chunk_latency(fake: Any, tiny_dataset: Path,
-                                                                      tmp_path: Path) -> None:
+def test_streaming_transcription_reports_ttft_and_inter_chunk_latency(
+    fake: Any, tiny_dataset: Path, tmp_path: Path
+) -> None:
     rc, r = bench(tmp_path, *transcription(fake, tiny_dataset, "--extra-body", '{"stream": true}'))
     assert rc == 0 and r["completed"] == 4
     assert 0 < r["ttft_ms"]["median"] <= r["e2el_ms"]["median"]
@@ -96,8 +125,9 @@ def test_compressed_speech_is_measured_by_decoding_it_after_the_run(fake: Any, t
     assert r["continuity"]["streams"] == 0 and r["rtf"]["median"] > 0
 
 
-def test_server_answering_500_is_counted_not_fatal(fake: Any, tiny_dataset: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_server_answering_500_is_counted_not_fatal(
+    fake: Any, tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake.behaviour.status = 500
     rc, r = bench(tmp_path, *transcription(fake, tiny_dataset))
     assert rc == 0
@@ -115,10 +145,23 @@ def test_slow_server_times_out_per_request(fake: Any, tiny_dataset: Path, tmp_pa
     assert r["duration_s"] < 2.5
 
 
-def test_down_server_is_reported_with_exit_0(down_url: str, tiny_dataset: Path, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-    rc, r = bench(tmp_path, "serve", "--base-url", down_url, "--dataset", str(tiny_dataset), "--num-prompts", "3",
-                  "--ready-check-timeout-sec", "0.6", "--max-concurrency", "2")
+def test_down_server_is_reported_with_exit_0(
+    down_url: str, tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, r = bench(
+        tmp_path,
+        "serve",
+        "--base-url",
+        down_url,
+        "--dataset",
+        str(tiny_dataset),
+        "--num-prompts",
+        "3",
+        "--ready-check-timeout-sec",
+        "0.6",
+        "--max-concurrency",
+        "2",
+    )
     assert rc == 0
     assert r["server_ready"] is False and "did not answer 200" in r["ready_error"]
     assert (r["completed"], r["failed"]) == (0, 3) and "Connect" in r["errors"][0]["error"]  # ConnectionRefusedError
@@ -126,11 +169,24 @@ def test_down_server_is_reported_with_exit_0(down_url: str, tiny_dataset: Path, 
     assert "running anyway" in capsys.readouterr().err
 
 
-def test_sweep_prints_a_row_per_level_and_draws_plots(fake: Any, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_prints_a_row_per_level_and_draws_plots(
+    fake: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake.behaviour.speech_audio_s, fake.behaviour.speech_speed = 0.5, 4.0
-    rc, results = bench(tmp_path, "sweep", "--backend", "openai-audio-speech", "--base-url", fake.base_url,
-                        "--num-prompts", "4", "--max-concurrency", "1,2", "--num-warmups", "0")
+    rc, results = bench(
+        tmp_path,
+        "sweep",
+        "--backend",
+        "openai-audio-speech",
+        "--base-url",
+        fake.base_url,
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "1,2",
+        "--num-warmups",
+        "0",
+    )
     assert rc == 0 and [r["max_concurrency"] for r in results] == [1, 2]
     out = capsys.readouterr().out
     assert out.count("\n|     1 |") == 1 and out.count("\n|     2 |") == 1
@@ -139,29 +195,48 @@ def test_sweep_prints_a_row_per_level_and_draws_plots(fake: Any, tmp_path: Path,
     assert all((tmp_path / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["serve", "--max-concurrency", "0", "--dataset", "x.jsonl"], "--max-concurrency must be at least 1"),
-    (["serve", "--dataset", "/nonexistent/m.jsonl"], "no such file or directory"),
-    (["serve"], "needs --dataset"),
-    (["serve", "--base-url", "127.0.0.1:8000", "--dataset", "x"], "must start with http://"),
-    (["engine", "--dataset", "x.jsonl", "--batch-sizes", "1,zero"], "--batch-sizes"),
-    (["sweep", "--backend", "openai-audio-speech", "--dataset", "/nonexistent.txt"], "cannot read"),
-])
-def test_bad_arguments_exit_2_with_a_message(argv: list[str], message: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["serve", "--max-concurrency", "0", "--dataset", "x.jsonl"], "--max-concurrency must be at least 1"),
+        (["serve", "--dataset", "/nonexistent/m.jsonl"], "no such file or directory"),
+        (["serve"], "needs --dataset"),
+        (["serve", "--base-url", "127.0.0.1:8000", "--dataset", "x"], "must start with http://"),
+        (["engine", "--dataset", "x.jsonl", "--batch-sizes", "1,zero"], "--batch-sizes"),
+        (["sweep", "--backend", "openai-audio-speech", "--dataset", "/nonexistent.txt"], "cannot read"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", *argv]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_argparse_errors_and_help_from_the_command_line() -> None:
-    bad = subprocess.run([sys.executable, "-m", "voxlane.cli", "bench", "serve", "--request-rate", "-1"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "voxlane.cli", "bench", "serve", "--request-rate", "-1"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "request rate must be positive" in bad.stderr
-    help_text = subprocess.run([sys.executable, "-m", "voxlane.cli", "bench", "sweep", "--help"],
-                               capture_output=True, text=True).stdout
-    for flag in ("--backend", "--base-url", "--model", "--num-prompts", "--max-concurrency", "--request-rate",
-                 "--seed", "--ready-check-timeout-sec", "--save-result", "--save-detailed", "--result-filename",
-                 "--extra-body", "--probe-health", "--probe-interval-ms", "--dataset", "--asr-check-url"):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "voxlane.cli", "bench", "sweep", "--help"], capture_output=True, text=True
+    ).stdout
+    for flag in (
+        "--backend",
+        "--base-url",
+        "--model",
+        "--num-prompts",
+        "--max-concurrency",
+        "--request-rate",
+        "--seed",
+        "--ready-check-timeout-sec",
+        "--save-result",
+        "--save-detailed",
+        "--result-filename",
+        "--extra-body",
+        "--probe-health",
+        "--probe-interval-ms",
+        "--dataset",
+        "--asr-check-url",
+    ):
         assert flag in help_text
 
 
@@ -170,16 +245,22 @@ def test_poisson_arrivals_spread_the_requests_over_time(fake: Any, tiny_dataset:
 
     rng = random.Random(7 + 1)  # the dispatcher's generator for --seed 7
     last_arrival_s = sum(rng.expovariate(20.0) for _ in range(9))
-    rc, r = bench(tmp_path, *transcription(fake, tiny_dataset, "--request-rate", "20", "--seed", "7",
-                                           "--num-prompts", "10", "--max-concurrency", "10"))
+    rc, r = bench(
+        tmp_path,
+        *transcription(
+            fake, tiny_dataset, "--request-rate", "20", "--seed", "7", "--num-prompts", "10", "--max-concurrency", "10"
+        ),
+    )
     assert rc == 0 and r["completed"] == 10 and r["request_rate"] == 20.0
     assert r["duration_s"] >= last_arrival_s
 
 
 def test_parsing_the_cli_does_not_import_the_bench_dependencies() -> None:
     """`voxlane serve` must work with the base install, without httpx, jiwer or matplotlib."""
-    code = ("import sys; from voxlane.cli import build_parser; build_parser(); "
-            "print(sorted(m for m in ('httpx', 'jiwer', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys; from voxlane.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('httpx', 'jiwer', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

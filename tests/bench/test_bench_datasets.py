@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from voxlane.bench.datasets import (BUILTIN_TEXTS, DatasetError, load_audio_dataset, load_text_dataset,
-                                    request_order)
+from voxlane.bench.datasets import BUILTIN_TEXTS, DatasetError, load_audio_dataset, load_text_dataset, request_order
 
 
 def test_manifest_reads_audio_relative_to_the_file(dev_set: Any, dev_manifest: Path) -> None:
@@ -32,10 +31,13 @@ def test_directory_with_optional_references(tmp_path: Path, dev_set: Any) -> Non
     assert samples["a.wav"].duration_s == pytest.approx(a.duration_s, abs=0.05)
 
 
-@pytest.mark.parametrize("content,needle", [
-    ("not json\n", "not a manifest line"),
-    ('{"audio": "missing.wav", "text": "x", "duration_s": 1}\n', "cannot read the audio file"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("not json\n", "not a manifest line"),
+        ('{"audio": "missing.wav", "text": "x", "duration_s": 1}\n', "cannot read the audio file"),
+    ],
+)
 def test_broken_manifests_say_what_is_wrong(tmp_path: Path, content: str, needle: str) -> None:
     path = tmp_path / "m.jsonl"
     path.write_text(content)

@@ -69,8 +69,9 @@ def test_playback_ignores_chunks_without_audio() -> None:
 
 def test_wer_uses_the_normaliser_and_skips_empty_references() -> None:
     norm = metrics.basic_normaliser
-    wer, n = metrics.word_error_rate(["Hello, World!", "", "one two three four"],
-                                     ["hello world", "anything", "one two tree four"], norm)
+    wer, n = metrics.word_error_rate(
+        ["Hello, World!", "", "one two three four"], ["hello world", "anything", "one two tree four"], norm
+    )
     assert n == 2
     assert wer == pytest.approx(1 / 6)  # one substitution over six reference words
     wer, _ = metrics.word_error_rate(["a b"], [""], norm)

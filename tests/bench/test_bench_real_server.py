@@ -33,8 +33,19 @@ def assert_common_figures(r: dict[str, Any]) -> None:
 
 
 def test_transcription_against_voxlane(server: Any, tiny_dataset: Path, tmp_path: Path) -> None:
-    r = bench(tmp_path, "serve", "--base-url", server.base_url, "--dataset", str(tiny_dataset), "--num-prompts", "3",
-              "--max-concurrency", "2", "--save-detailed")
+    r = bench(
+        tmp_path,
+        "serve",
+        "--base-url",
+        server.base_url,
+        "--dataset",
+        str(tiny_dataset),
+        "--num-prompts",
+        "3",
+        "--max-concurrency",
+        "2",
+        "--save-detailed",
+    )
     assert (r["completed"], r["failed"]) == (3, 0)
     assert_common_figures(r)
     assert r["rtfx"] > 0 and r["request_throughput"] > 0 and r["e2el_ms"]["p99"] >= r["e2el_ms"]["median"] > 0
@@ -44,8 +55,22 @@ def test_transcription_against_voxlane(server: Any, tiny_dataset: Path, tmp_path
 
 
 def test_streaming_transcription_against_voxlane(server: Any, tiny_dataset: Path, tmp_path: Path) -> None:
-    r = bench(tmp_path, "serve", "--base-url", server.base_url, "--dataset", str(tiny_dataset), "--num-prompts", "2",
-              "--max-concurrency", "2", "--extra-body", '{"stream": true}', "--probe-health", "none")
+    r = bench(
+        tmp_path,
+        "serve",
+        "--base-url",
+        server.base_url,
+        "--dataset",
+        str(tiny_dataset),
+        "--num-prompts",
+        "2",
+        "--max-concurrency",
+        "2",
+        "--extra-body",
+        '{"stream": true}',
+        "--probe-health",
+        "none",
+    )
     assert (r["completed"], r["failed"]) == (2, 0)
     assert_common_figures(r)
     assert set(r["ttft_ms"]) == LATENCY_KEYS and set(r["itl_ms"] or LATENCY_KEYS) == LATENCY_KEYS
@@ -54,17 +79,39 @@ def test_streaming_transcription_against_voxlane(server: Any, tiny_dataset: Path
 
 
 def test_speech_against_voxlane_with_asr_check(server: Any, tmp_path: Path) -> None:
-    probe = httpx.post(server.base_url + "/v1/audio/speech", timeout=120,
-                       json={"model": "piper", "input": "Hello.", "voice": "joe", "response_format": "pcm"})
+    probe = httpx.post(
+        server.base_url + "/v1/audio/speech",
+        timeout=120,
+        json={"model": "piper", "input": "Hello.", "voice": "joe", "response_format": "pcm"},
+    )
     if probe.status_code == 404 and "Not Found" in probe.text:
         pytest.skip("this voxlane has no /v1/audio/speech yet (issue 3)")
-    r = bench(tmp_path, "serve", "--backend", "openai-audio-speech", "--base-url", server.base_url,
-              "--num-prompts", "2", "--max-concurrency", "2", "--asr-check-url", server.base_url)
+    r = bench(
+        tmp_path,
+        "serve",
+        "--backend",
+        "openai-audio-speech",
+        "--base-url",
+        server.base_url,
+        "--num-prompts",
+        "2",
+        "--max-concurrency",
+        "2",
+        "--asr-check-url",
+        server.base_url,
+    )
     assert (r["completed"], r["failed"]) == (2, 0), r["errors"]
     assert_common_figures(r)
     assert set(r["ttfp_ms"]) == LATENCY_KEYS
-    for key in ("underruns_total", "underruns_per_stream", "total_stall_ms", "max_stall_ms", "smooth_share",
-                "underrun_share", "stall_threshold_ms"):
+    for key in (
+        "underruns_total",
+        "underruns_per_stream",
+        "total_stall_ms",
+        "max_stall_ms",
+        "smooth_share",
+        "underrun_share",
+        "stall_threshold_ms",
+    ):
         assert key in r["continuity"]
     assert r["output_audio_s"] > 1 and r["audio_s_per_wall_s"] > 0
     assert 0 < r["ttfp_ms"]["median"] <= r["e2el_ms"]["max"]
@@ -75,8 +122,18 @@ def test_speech_against_voxlane_with_asr_check(server: Any, tmp_path: Path) -> N
 
 
 def test_engine_ceiling(tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    r = bench(tmp_path, "engine", "--dataset", str(tiny_dataset), "--batch-sizes", "1,2", "--engine-threads", "1",
-              "--repeats", "2")
+    r = bench(
+        tmp_path,
+        "engine",
+        "--dataset",
+        str(tiny_dataset),
+        "--batch-sizes",
+        "1,2",
+        "--engine-threads",
+        "1",
+        "--repeats",
+        "2",
+    )
     assert [(p["round"], p["batch_size"]) for p in r["passes"]] == [(0, 1), (0, 2), (1, 1), (1, 2)]
     assert [b["batch_size"] for b in r["per_batch_size"]] == [1, 2]
     for p in r["passes"]:
@@ -85,12 +142,25 @@ def test_engine_ceiling(tiny_dataset: Path, tmp_path: Path, capsys: pytest.Captu
     assert "ceiling: RTFx" in capsys.readouterr().out
 
 
-def test_accuracy_against_voxlane_and_faster_whisper(server: Any, tiny_dataset: Path, tmp_path: Path,
-                                                     capsys: Any) -> None:
-    r = bench(tmp_path, "accuracy", "--base-url", server.base_url, "--dataset", str(tiny_dataset),
-              "--max-concurrency", "2", "--save-result")
-    assert [row["file"] for row in r["files"]] and r["failed"] == {"server": 0, "faster-whisper": 0,
-                                                                    "fw-batched-vad": 0}
+def test_accuracy_against_voxlane_and_faster_whisper(
+    server: Any, tiny_dataset: Path, tmp_path: Path, capsys: Any
+) -> None:
+    r = bench(
+        tmp_path,
+        "accuracy",
+        "--base-url",
+        server.base_url,
+        "--dataset",
+        str(tiny_dataset),
+        "--max-concurrency",
+        "2",
+        "--save-result",
+    )
+    assert [row["file"] for row in r["files"]] and r["failed"] == {
+        "server": 0,
+        "faster-whisper": 0,
+        "fw-batched-vad": 0,
+    }
     for row in r["files"]:
         for name in ("server", "faster-whisper", "fw-batched-vad"):
             s = row[name]

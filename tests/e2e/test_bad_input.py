@@ -17,14 +17,24 @@ def wav_bytes(rate: int, seconds: float = 1.0, declared_data_len: int | None = N
     pcm = (np.sin(np.arange(n) / 10) * 8000).astype("<i2").tobytes()
     data_len = len(pcm) if declared_data_len is None else declared_data_len
     byte_rate = (rate * 2) & 0xFFFFFFFF
-    header = (b"RIFF" + struct.pack("<I", min(36 + data_len, 0xFFFFFFFF)) + b"WAVEfmt "
-              + struct.pack("<IHHIIHH", 16, 1, 1, rate, byte_rate, 2, 16) + b"data" + struct.pack("<I", data_len))
+    header = (
+        b"RIFF"
+        + struct.pack("<I", min(36 + data_len, 0xFFFFFFFF))
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, rate, byte_rate, 2, 16)
+        + b"data"
+        + struct.pack("<I", data_len)
+    )
     return header + pcm
 
 
 def post(server, files=None, data=None) -> httpx.Response:
-    return httpx.post(server.base_url + "/v1/audio/transcriptions", files=files,
-                      data={"model": "whisper-1", **(data or {})}, timeout=60)
+    return httpx.post(
+        server.base_url + "/v1/audio/transcriptions",
+        files=files,
+        data={"model": "whisper-1", **(data or {})},
+        timeout=60,
+    )
 
 
 def assert_error(response: httpx.Response, status: int, *words: str) -> dict:
@@ -43,39 +53,77 @@ def truncated_mp3(dev_set: list[Clip]) -> bytes:
 
 CASES = {
     "empty file": (lambda d: {"file": ("a.wav", b"")}, {}, 400, ["empty"]),
-    "random bytes": (lambda d: {"file": ("a.wav", np.random.default_rng(0).bytes(20000))}, {}, 400,
-                     ["could not read", "send wav"]),
+    "random bytes": (
+        lambda d: {"file": ("a.wav", np.random.default_rng(0).bytes(20000))},
+        {},
+        400,
+        ["could not read", "send wav"],
+    ),
     "truncated mp3": (lambda d: {"file": ("a.mp3", truncated_mp3(d))}, {}, 400, ["at least 0.1 s"]),
     "wav header with 0 Hz": (lambda d: {"file": ("a.wav", wav_bytes(0))}, {}, 400, ["send wav"]),
-    "wav header with 10^9 Hz": (lambda d: {"file": ("a.wav", wav_bytes(10**9))}, {}, 400,
-                                ["1000000000 Hz", "re-encode"]),
+    "wav header with 10^9 Hz": (
+        lambda d: {"file": ("a.wav", wav_bytes(10**9))},
+        {},
+        400,
+        ["1000000000 Hz", "re-encode"],
+    ),
     "missing file": (lambda d: None, {}, 400, ["missing 'file'"]),
-    "unknown model": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"model": "whisper-huge"}, 404,
-                      ["does not exist", "whisper-tiny.en"]),
-    "bad response_format": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"response_format": "xml"}, 400,
-                            ["json, text, verbose_json, srt, vtt"]),
-    "bad temperature": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"temperature": "7"}, 400,
-                        ["temperature"]),
-    "unknown language": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"language": "klingon"}, 400,
-                         ["iso-639-1"]),
-    "non-English language on tiny.en": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"language": "de"}, 400,
-                                        ["english-only"]),
-    "stream with srt": (lambda d: {"file": ("a.wav", wav_bytes(16000))},
-                        {"stream": "true", "response_format": "srt"}, 400, ["stream"]),
-    "unknown chunking_strategy": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"chunking_strategy": "fast"},
-                                  400, ["chunking_strategy", "'auto'", "server_vad"]),
+    "unknown model": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"model": "whisper-huge"},
+        404,
+        ["does not exist", "whisper-tiny.en"],
+    ),
+    "bad response_format": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"response_format": "xml"},
+        400,
+        ["json, text, verbose_json, srt, vtt"],
+    ),
+    "bad temperature": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"temperature": "7"}, 400, ["temperature"]),
+    "unknown language": (lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"language": "klingon"}, 400, ["iso-639-1"]),
+    "non-English language on tiny.en": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"language": "de"},
+        400,
+        ["english-only"],
+    ),
+    "stream with srt": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"stream": "true", "response_format": "srt"},
+        400,
+        ["stream"],
+    ),
+    "unknown chunking_strategy": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"chunking_strategy": "fast"},
+        400,
+        ["chunking_strategy", "'auto'", "server_vad"],
+    ),
     "chunking_strategy threshold out of range": (
         lambda d: {"file": ("a.wav", wav_bytes(16000))},
-        {"chunking_strategy[type]": "server_vad", "chunking_strategy[threshold]": "2"}, 400,
-        ["threshold", "0 to 1"]),
+        {"chunking_strategy[type]": "server_vad", "chunking_strategy[threshold]": "2"},
+        400,
+        ["threshold", "0 to 1"],
+    ),
     "chunking_strategy of another type": (
-        lambda d: {"file": ("a.wav", wav_bytes(16000))}, {"chunking_strategy": '{"type": "semantic_vad"}'}, 400,
-        ["chunking_strategy", "server_vad"]),
-    "chunking_strategy not JSON": (lambda d: {"file": ("a.wav", wav_bytes(16000))},
-                                   {"chunking_strategy": '{"type": server_vad'}, 400, ["not valid json"]),
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"chunking_strategy": '{"type": "semantic_vad"}'},
+        400,
+        ["chunking_strategy", "server_vad"],
+    ),
+    "chunking_strategy not JSON": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"chunking_strategy": '{"type": server_vad'},
+        400,
+        ["not valid json"],
+    ),
     "chunking_strategy with an unknown option": (
         lambda d: {"file": ("a.wav", wav_bytes(16000))},
-        {"chunking_strategy": '{"type": "server_vad", "padding": 3}'}, 400, ["chunking_strategy", "prefix_padding_ms"]),
+        {"chunking_strategy": '{"type": "server_vad", "padding": 3}'},
+        400,
+        ["chunking_strategy", "prefix_padding_ms"],
+    ),
 }
 
 
@@ -93,9 +141,12 @@ def test_oversize_upload_gets_413(server) -> None:
 
 def test_streaming_wav_header_with_huge_declared_length_is_read_to_its_real_end(server) -> None:
     # Streaming WAV writers declare 0xFFFFFFFF bytes on purpose: the real data decides the length.
-    response = httpx.post(server.base_url + "/v1/audio/transcriptions",
-                          files={"file": ("a.wav", wav_bytes(16000, 2.0, declared_data_len=0xFFFFFFF0))},
-                          data={"model": "whisper-1", "response_format": "verbose_json"}, timeout=60)
+    response = httpx.post(
+        server.base_url + "/v1/audio/transcriptions",
+        files={"file": ("a.wav", wav_bytes(16000, 2.0, declared_data_len=0xFFFFFFF0))},
+        data={"model": "whisper-1", "response_format": "verbose_json"},
+        timeout=60,
+    )
     assert response.status_code == 200, response.text
     assert abs(response.json()["duration"] - 2.0) < 0.01
 

@@ -62,8 +62,12 @@ def long_clip(dev_set: list[Clip]) -> Clip:
 def fire(server: ServerProcess, clip: Clip, n: int, results: list) -> list[threading.Thread]:
     def one() -> None:
         try:
-            r = httpx.post(server.base_url + "/v1/audio/transcriptions", files={"file": clip.path.open("rb")},
-                           data={"model": "whisper-1"}, timeout=120)
+            r = httpx.post(
+                server.base_url + "/v1/audio/transcriptions",
+                files={"file": clip.path.open("rb")},
+                data={"model": "whisper-1"},
+                timeout=120,
+            )
             results.append(r)
         except httpx.HTTPError as exc:
             results.append(exc)
@@ -101,15 +105,23 @@ def test_engine_death_turns_health_503_and_fails_requests_clearly(own_server: Se
     while httpx.get(own_server.base_url + "/health").status_code != 503:
         assert time.monotonic() < deadline, "/health did not turn 503"
         time.sleep(0.05)
-    r = httpx.post(own_server.base_url + "/v1/audio/transcriptions", files={"file": clip.path.open("rb")},
-                   data={"model": "whisper-1"}, timeout=30)
+    r = httpx.post(
+        own_server.base_url + "/v1/audio/transcriptions",
+        files={"file": clip.path.open("rb")},
+        data={"model": "whisper-1"},
+        timeout=30,
+    )
     assert r.status_code == 503
     assert "engine" in r.json()["error"]["message"]
 
 
 def test_audio_longer_than_the_limit_gets_413(own_server: ServerProcess, dev_set) -> None:
-    r = httpx.post(own_server.base_url + "/v1/audio/transcriptions", files={"file": long_clip(dev_set).path.open("rb")},
-                   data={"model": "whisper-1"}, timeout=60)
+    r = httpx.post(
+        own_server.base_url + "/v1/audio/transcriptions",
+        files={"file": long_clip(dev_set).path.open("rb")},
+        data={"model": "whisper-1"},
+        timeout=60,
+    )
     # 154 s of audio, 4.9 MB: under the 5 MiB upload limit, over the 60 s duration limit
     assert r.status_code == 413
     assert "--max-audio-duration-s" in r.json()["error"]["message"]

@@ -6,6 +6,7 @@ timestamps must run forward across window boundaries."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from concurrent.futures import ThreadPoolExecutor
 
@@ -47,7 +48,9 @@ def test_long_audio_matches_sequential_faster_whisper(server, client, long_clips
     # --max-batch-size 8 --audio-preprocess-workers 2), and so do continuation passes.
     def transcribe(clip: Clip):
         return client.audio.transcriptions.create(
-            model="whisper-1", file=clip.path.open("rb"), response_format="verbose_json",
+            model="whisper-1",
+            file=clip.path.open("rb"),
+            response_format="verbose_json",
             timestamp_granularities=["segment", "word"],
         )
 
@@ -60,23 +63,29 @@ def test_long_audio_matches_sequential_faster_whisper(server, client, long_clips
         ours, theirs = score(clip.text, result.text, normalise), score(clip.text, baseline, normalise)
         ours_total += ours
         theirs_total += theirs
-        lines.append(f"{clip.path.name}: voxlane {ours.wer:.4f} ({ours.sub}/{ours.dels}/{ours.ins}), "
-                     f"faster-whisper {theirs.wer:.4f} ({theirs.sub}/{theirs.dels}/{theirs.ins})")
+        lines.append(
+            f"{clip.path.name}: voxlane {ours.wer:.4f} ({ours.sub}/{ours.dels}/{ours.ins}), "
+            f"faster-whisper {theirs.wer:.4f} ({theirs.sub}/{theirs.dels}/{theirs.ins})"
+        )
     print("\n".join(lines))
-    print(f"long files: voxlane {ours_total.wer:.4f} ({ours_total.dels} deleted), "
-          f"faster-whisper {theirs_total.wer:.4f} ({theirs_total.dels} deleted)")
+    print(
+        f"long files: voxlane {ours_total.wer:.4f} ({ours_total.dels} deleted), "
+        f"faster-whisper {theirs_total.wer:.4f} ({theirs_total.dels} deleted)"
+    )
     for clip, line, result, baseline in zip(long_clips, lines, results, faster_whisper_baseline):
         if clip.duration_s >= LONG_FILE_S:  # on the 91-word noise-gap file one word is 1.1 points
-            assert score(clip.text, result.text, normalise).wer <= score(clip.text, baseline, normalise).wer + WER_MARGIN, line
+            assert (
+                score(clip.text, result.text, normalise).wer <= score(clip.text, baseline, normalise).wer + WER_MARGIN
+            ), line
         if "noise" in clip.path.name:  # nothing read in the 25 s of noise between the two halves
-            assert not [s for s in result.segments if 27.0 < s.start and s.end < 50.0], line
+            assert not [s for s in result.segments if s.start > 27.0 and s.end < 50.0], line
     assert ours_total.dels <= math.ceil(theirs_total.dels * DELETIONS_MARGIN), "\n".join(lines)
 
     for clip, result in zip(long_clips, results):
         assert abs(result.duration - clip.duration_s) < 0.05
         seg_times = [(s.start, s.end) for s in result.segments]
         assert all(start <= end for start, end in seg_times)
-        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(seg_times, seg_times[1:])), "segments go backwards"
+        assert all(a[1] <= b[0] + 1e-6 for a, b in itertools.pairwise(seg_times)), "segments go backwards"
         assert seg_times[-1][1] <= clip.duration_s + 0.05
         assert seg_times[-1][1] > clip.duration_s - 10, "the end of the audio was not transcribed"
         word_starts = [w.start for w in result.words]

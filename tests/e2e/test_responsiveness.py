@@ -29,8 +29,9 @@ def queued_windows(metrics_text: str) -> int:
 async def _load_and_probe(base_url: str, audio: bytes, uploads: int, probe_s: float) -> tuple[list[float], list[int]]:
     async def upload() -> None:
         async with httpx.AsyncClient(timeout=300) as c:
-            await c.post(base_url + "/v1/audio/transcriptions", files={"file": ("long.wav", audio)},
-                         data={"model": "whisper-1"})
+            await c.post(
+                base_url + "/v1/audio/transcriptions", files={"file": ("long.wav", audio)}, data={"model": "whisper-1"}
+            )
 
     tasks = [asyncio.create_task(upload()) for _ in range(uploads)]
     latencies: list[float] = []
@@ -60,9 +61,11 @@ def test_event_loop_never_stalls_under_16_long_uploads(server, dev_set: list[Cli
     stalls_over_limit = (total_after - total_before) - (within_after - within_before)
     p50 = statistics.median(latencies)
     p99 = statistics.quantiles(latencies, n=100)[98]
-    print(f"/health under load: {len(latencies)} probes, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-          f"loop samples {total_after - total_before}, stalls > 50 ms: {stalls_over_limit}, "
-          f"{stall_reports(after)}")
+    print(
+        f"/health under load: {len(latencies)} probes, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+        f"loop samples {total_after - total_before}, stalls > 50 ms: {stalls_over_limit}, "
+        f"{stall_reports(after)}"
+    )
     reports_before, reports_after = stall_reports(before), stall_reports(after)
     host_paused = reports_after["host_paused"] - reports_before["host_paused"]
     assert total_after - total_before > 500  # the monitor really ran through the load

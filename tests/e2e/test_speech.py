@@ -49,8 +49,9 @@ def test_every_format_decodes_to_the_expected_rate_and_length(client, fmt: str) 
 
 def test_streaming_response_delivers_audio_in_several_chunks(client) -> None:
     text = " ".join([TEXT] * 4)
-    with client.audio.speech.with_streaming_response.create(model="piper", voice="joe", input=text,
-                                                            response_format="pcm") as response:
+    with client.audio.speech.with_streaming_response.create(
+        model="piper", voice="joe", input=text, response_format="pcm"
+    ) as response:
         assert response.headers["content-type"].startswith("audio/pcm")
         chunks = [chunk for chunk in response.iter_bytes() if chunk]
     assert len(chunks) >= 4
@@ -59,8 +60,7 @@ def test_streaming_response_delivers_audio_in_several_chunks(client) -> None:
 
 def test_speed_two_halves_the_duration(client) -> None:
     normal = client.audio.speech.create(model="piper", voice="joe", input=TEXT, response_format="wav").content
-    fast = client.audio.speech.create(model="piper", voice="joe", input=TEXT, response_format="wav",
-                                      speed=2.0).content
+    fast = client.audio.speech.create(model="piper", voice="joe", input=TEXT, response_format="wav", speed=2.0).content
     ratio = decode(fast)[1] / decode(normal)[1]
     # Measured 0.56-0.62: Piper's length scale halves phoneme durations, not the fixed edges of each unit.
     assert 0.4 < ratio < 0.7, ratio
@@ -119,18 +119,21 @@ def test_round_trip_through_the_servers_own_whisper(client) -> None:
     assert wer < WER_BOUND, list(zip(SENTENCES, hypotheses))
 
 
-@pytest.mark.parametrize("body, status, param", [
-    ({"model": "piper", "voice": "joe", "input": ""}, 400, "input"),
-    ({"model": "piper", "voice": "joe", "input": "   "}, 400, "input"),
-    ({"model": "piper", "voice": "joe", "input": "x" * 5000}, 400, "input"),
-    ({"model": "piper", "voice": "nobody", "input": "Hello."}, 400, "voice"),
-    ({"model": "piper", "voice": "joe", "input": "Hello.", "response_format": "ogg"}, 400, "response_format"),
-    ({"model": "piper", "voice": "joe", "input": "Hello.", "speed": 5.0}, 400, "speed"),
-    ({"model": "piper", "voice": "joe", "input": "Hello.", "speed": 0.1}, 400, "speed"),
-    ({"model": "piper", "voice": "joe", "input": "Hello.", "stream_format": "chunks"}, 400, "stream_format"),
-    ({"model": "nope", "voice": "joe", "input": "Hello."}, 404, "model"),
-    ({"voice": "joe", "input": "Hello."}, 400, "model"),
-])
+@pytest.mark.parametrize(
+    "body, status, param",
+    [
+        ({"model": "piper", "voice": "joe", "input": ""}, 400, "input"),
+        ({"model": "piper", "voice": "joe", "input": "   "}, 400, "input"),
+        ({"model": "piper", "voice": "joe", "input": "x" * 5000}, 400, "input"),
+        ({"model": "piper", "voice": "nobody", "input": "Hello."}, 400, "voice"),
+        ({"model": "piper", "voice": "joe", "input": "Hello.", "response_format": "ogg"}, 400, "response_format"),
+        ({"model": "piper", "voice": "joe", "input": "Hello.", "speed": 5.0}, 400, "speed"),
+        ({"model": "piper", "voice": "joe", "input": "Hello.", "speed": 0.1}, 400, "speed"),
+        ({"model": "piper", "voice": "joe", "input": "Hello.", "stream_format": "chunks"}, 400, "stream_format"),
+        ({"model": "nope", "voice": "joe", "input": "Hello."}, 404, "model"),
+        ({"voice": "joe", "input": "Hello."}, 400, "model"),
+    ],
+)
 def test_bad_requests_get_a_4xx_with_openai_error_json(server, body, status, param) -> None:
     response = httpx.post(server.base_url + "/v1/audio/speech", json=body, timeout=30)
     assert response.status_code == status, response.text
@@ -140,8 +143,12 @@ def test_bad_requests_get_a_4xx_with_openai_error_json(server, body, status, par
 
 
 def test_malformed_json_is_a_400(server) -> None:
-    response = httpx.post(server.base_url + "/v1/audio/speech", content=b'{"model": "piper", "input": ',
-                          headers={"content-type": "application/json"}, timeout=30)
+    response = httpx.post(
+        server.base_url + "/v1/audio/speech",
+        content=b'{"model": "piper", "input": ',
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
     assert response.status_code == 400
     assert "JSON" in response.json()["error"]["message"]
 

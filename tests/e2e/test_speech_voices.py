@@ -72,12 +72,15 @@ def test_upload_list_use_delete_and_restart(data_dir: Path) -> None:
         srv.stop()
 
 
-@pytest.mark.parametrize("name, model, config, status, needle", [
-    ("not-onnx", b"this is not an onnx model", None, 400, "does not load as a Piper ONNX voice"),
-    ("bad-config", None, b"{not json", 400, "not a Piper .onnx.json"),
-    ("../escape", None, None, 400, "a voice name is"),
-    ("alloy", None, None, 400, "built-in voice name"),
-])
+@pytest.mark.parametrize(
+    "name, model, config, status, needle",
+    [
+        ("not-onnx", b"this is not an onnx model", None, 400, "does not load as a Piper ONNX voice"),
+        ("bad-config", None, b"{not json", 400, "not a Piper .onnx.json"),
+        ("../escape", None, None, 400, "a voice name is"),
+        ("alloy", None, None, 400, "built-in voice name"),
+    ],
+)
 def test_bad_uploads_are_rejected_with_the_reason(voice_server, name, model, config, status, needle) -> None:
     response = upload(voice_server.base_url, name, model, config)
     assert response.status_code == status, response.text
@@ -140,12 +143,19 @@ async def _stream_all(base_url: str, text: str, formats: list[str]) -> list[int]
 
     async def one(fmt: str) -> int:
         body = json.dumps({"model": "piper", "voice": "alloy", "input": text, "response_format": fmt}).encode()
-        async with RawClient() as client:
-            async with client.stream("POST", base_url + "/v1/audio/speech", content=body, timeout=300,
-                                     headers={"Content-Type": "application/json"}) as response:
-                async for _ in response.aiter_raw():
-                    pass
-                return response.status_code
+        async with (
+            RawClient() as client,
+            client.stream(
+                "POST",
+                base_url + "/v1/audio/speech",
+                content=body,
+                timeout=300,
+                headers={"Content-Type": "application/json"},
+            ) as response,
+        ):
+            async for _ in response.aiter_raw():
+                pass
+            return response.status_code
 
     return list(await asyncio.gather(*(one(fmt) for fmt in formats)))
 
@@ -163,9 +173,11 @@ def test_event_loop_stays_responsive_under_16_streams(tmp_path: Path) -> None:
         stall = _stall_max(srv.base_url)
         reports = stall_reports(httpx.get(srv.base_url + "/metrics").text)
         frozen, full_gc = _gc_figures(srv.base_url)
-        print(f"largest event loop stall under 16 speech streams: {stall * 1000:.1f} ms; stalls >= 50 ms by "
-              f"cause: {reports}; {frozen} objects frozen at startup, longest full collection "
-              f"{full_gc * 1000:.1f} ms")
+        print(
+            f"largest event loop stall under 16 speech streams: {stall * 1000:.1f} ms; stalls >= 50 ms by "
+            f"cause: {reports}; {frozen} objects frozen at startup, longest full collection "
+            f"{full_gc * 1000:.1f} ms"
+        )
         # Unfrozen, a full collection of the startup heap alone held the GIL 80-90 ms on a busy host.
         assert frozen > 20_000
         # Every stall of 50 ms or more must be one the hypervisor caused by not running this machine (steal

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import io
-import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import av
 import httpx
-import numpy as np
 import pytest
 import soundfile as sf
 
@@ -40,15 +37,18 @@ def test_json_and_text(client, dev_set) -> None:
     clip = by_name(dev_set, "cmu_goforward.wav")
     result = client.audio.transcriptions.create(model="whisper-1", file=clip.path.open("rb"))
     assert normalise(result.text) == "go forward 10 meters"
-    text = client.audio.transcriptions.create(model="whisper-tiny.en", file=clip.path.open("rb"),
-                                              response_format="text")
+    text = client.audio.transcriptions.create(
+        model="whisper-tiny.en", file=clip.path.open("rb"), response_format="text"
+    )
     assert normalise(text) == "go forward 10 meters"
 
 
 def test_verbose_json_segments_and_words(client, dev_set) -> None:
     clip = by_name(dev_set, "vctk_p225_020.opus")
     result = client.audio.transcriptions.create(
-        model="whisper-1", file=clip.path.open("rb"), response_format="verbose_json",
+        model="whisper-1",
+        file=clip.path.open("rb"),
+        response_format="verbose_json",
         timestamp_granularities=["segment", "word"],
     )
     assert result.language == "english"
@@ -66,7 +66,9 @@ def test_verbose_json_segments_and_words(client, dev_set) -> None:
 def test_word_granularity_alone_omits_segments(client, dev_set) -> None:
     clip = by_name(dev_set, "cmu_goforward.wav")
     result = client.audio.transcriptions.create(
-        model="whisper-1", file=clip.path.open("rb"), response_format="verbose_json",
+        model="whisper-1",
+        file=clip.path.open("rb"),
+        response_format="verbose_json",
         timestamp_granularities=["word"],
     )
     assert result.words and not getattr(result, "segments", None)
@@ -155,9 +157,9 @@ def test_dev_set_wer_concurrently(client, dev_set) -> None:
 
 def test_prompt_and_temperature_are_accepted(client, dev_set) -> None:
     clip = by_name(dev_set, "mfa_um.wav")
-    result = client.audio.transcriptions.create(model="whisper-1", file=clip.path.open("rb"),
-                                                prompt="Montreal Forced Aligner", temperature=0.2,
-                                                language="en")
+    result = client.audio.transcriptions.create(
+        model="whisper-1", file=clip.path.open("rb"), prompt="Montreal Forced Aligner", temperature=0.2, language="en"
+    )
     assert "montreal" in result.text.lower()
 
 
@@ -176,8 +178,9 @@ def test_noise_only_file_gives_an_empty_transcript(client, dev_set) -> None:
     # 25 s of pink noise at -60 dBFS: Whisper alone says ". . . ." or "Thank you."; the answer is nothing.
     clip = by_name(dev_set, "noise_only_pink_-60dBFS_25s.flac")
     for strategy in ("auto", "none"):
-        result = client.audio.transcriptions.create(model="whisper-1", file=clip.path.open("rb"),
-                                                    response_format="verbose_json", chunking_strategy=strategy)
+        result = client.audio.transcriptions.create(
+            model="whisper-1", file=clip.path.open("rb"), response_format="verbose_json", chunking_strategy=strategy
+        )
         assert len(result.text.split()) <= 2, (strategy, result.text)
         assert abs(result.duration - clip.duration_s) < 0.05
 
@@ -191,8 +194,12 @@ def test_chunking_strategy_with_the_openai_client(server, client, dev_set) -> No
         "none": "none",
     }.items():
         results[name] = client.audio.transcriptions.create(
-            model="whisper-1", file=clip.path.open("rb"), response_format="verbose_json",
-            timestamp_granularities=["segment"], chunking_strategy=strategy)  # type: ignore[arg-type]
+            model="whisper-1",
+            file=clip.path.open("rb"),
+            response_format="verbose_json",
+            timestamp_granularities=["segment"],
+            chunking_strategy=strategy,
+        )  # type: ignore[arg-type]
     for name, result in results.items():
         assert wer([clip.text], [result.text]) < 0.15, (name, result.text)
         starts = [s.start for s in result.segments]
@@ -201,8 +208,11 @@ def test_chunking_strategy_with_the_openai_client(server, client, dev_set) -> No
     for name in ("auto", "server_vad"):
         assert not [s for s in results[name].segments if 27.0 < s.start < 50.0], name
     # A field of another shape (curl's JSON string) is read the same way.
-    response = httpx.post(server.base_url + "/v1/audio/transcriptions", files={"file": clip.path.open("rb")},
-                          data={"model": "whisper-1", "chunking_strategy": '{"type": "server_vad", "threshold": 0.6}'},
-                          timeout=120)
+    response = httpx.post(
+        server.base_url + "/v1/audio/transcriptions",
+        files={"file": clip.path.open("rb")},
+        data={"model": "whisper-1", "chunking_strategy": '{"type": "server_vad", "threshold": 0.6}'},
+        timeout=120,
+    )
     assert response.status_code == 200, response.text
     assert wer([clip.text], [response.json()["text"]]) < 0.15

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -43,7 +44,13 @@ def test_every_window_gets_exactly_one_result() -> None:
             core.add_window(msg(rid, i, count), FEATURES, time.monotonic())
     results = run_until_idle(core)
     assert sorted((r.request_id, r.index) for r in results) == [
-        ("a", 0), ("a", 1), ("a", 2), ("b", 0), ("c", 0), ("c", 1)]
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("b", 0),
+        ("c", 0),
+        ("c", 1),
+    ]
     assert core.requests == {}  # finished requests leave no state behind
 
 
@@ -120,7 +127,7 @@ def test_a_window_that_stops_early_is_continued_and_its_text_lands_once_in_order
     # segments run forward without overlap.
     assert [(p[2], p[3]) for p in runner.passes if p[:2] == ("long", 1)] == [(0, 30.0), (1, 45.0), (2, 52.5)]
     ends = [(s.start, s.end) for s in window.segments]
-    assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:]))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ends))
     assert ends[-1][1] == 60.0
     assert core.continuations == 2 and window.passes == 3
     assert core.requests == {}

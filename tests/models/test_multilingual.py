@@ -5,8 +5,8 @@ detects the language and translates."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
@@ -46,8 +46,12 @@ def test_model_loaded_by_path_is_listed_by_its_name(multilingual_server: ServerP
 
 def test_language_is_detected(multilingual_server: ServerProcess, dev_set: list[Clip]) -> None:
     clip = next(c for c in dev_set if c.path.name == "vctk_p225_020.opus")
-    r = httpx.post(multilingual_server.base_url + "/v1/audio/transcriptions", files={"file": clip.path.open("rb")},
-                   data={"model": "whisper-base", "response_format": "verbose_json"}, timeout=120)
+    r = httpx.post(
+        multilingual_server.base_url + "/v1/audio/transcriptions",
+        files={"file": clip.path.open("rb")},
+        data={"model": "whisper-base", "response_format": "verbose_json"},
+        timeout=120,
+    )
     assert r.status_code == 200, r.text
     assert r.json()["language"] == "english"
     assert wer([clip.text], [r.json()["text"]]) < 0.3
@@ -64,7 +68,11 @@ def test_translation_works_with_a_multilingual_model(multilingual_server: Server
 
 def test_german_language_hint_is_accepted(multilingual_server: ServerProcess, dev_set: list[Clip]) -> None:
     clip = next(c for c in dev_set if c.path.name == "cmu_goforward.wav")
-    r = httpx.post(multilingual_server.base_url + "/v1/audio/transcriptions", files={"file": clip.path.open("rb")},
-                   data={"model": "whisper-base", "language": "de", "response_format": "verbose_json"}, timeout=120)
+    r = httpx.post(
+        multilingual_server.base_url + "/v1/audio/transcriptions",
+        files={"file": clip.path.open("rb")},
+        data={"model": "whisper-base", "language": "de", "response_format": "verbose_json"},
+        timeout=120,
+    )
     assert r.status_code == 200, r.text
     assert r.json()["language"] == "german"

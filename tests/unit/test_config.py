@@ -41,8 +41,12 @@ def test_every_field_but_the_derived_ones_is_a_setting() -> None:
 
 
 def test_env_sets_a_value_and_the_flag_beats_it() -> None:
-    env = {"VOXLANE_ENGINE_WORKERS": "3", "VOXLANE_MAX_UPLOAD_MB": "1.5", "VOXLANE_TTS_ORDER": "fifo",
-           "VOXLANE_PORT": "9000"}
+    env = {
+        "VOXLANE_ENGINE_WORKERS": "3",
+        "VOXLANE_MAX_UPLOAD_MB": "1.5",
+        "VOXLANE_TTS_ORDER": "fifo",
+        "VOXLANE_PORT": "9000",
+    }
     from_env = config(env=env)
     assert from_env.engine.engine_workers == 3
     assert from_env.max_upload_mb == 1.5
@@ -59,23 +63,36 @@ def test_data_dir_is_expanded(tmp_path: Path) -> None:
     assert config(env={"VOXLANE_DATA_DIR": str(tmp_path)}).data_dir == str(tmp_path)
 
 
-@pytest.mark.parametrize(("flags", "env", "message"), [
-    (["--engine-workers", "0"], {}, "--engine-workers must be at least 1, not 0"),
-    ([], {"VOXLANE_ENGINE_WORKERS": "0"}, "--engine-workers must be at least 1, not 0 (from VOXLANE_ENGINE_WORKERS)"),
-    (["--max-upload-mb", "0"], {}, "--max-upload-mb must be above 0"),
-    (["--max-batch-wait-ms", "-1"], {}, "--max-batch-wait-ms must be 0 or more"),
-    (["--port", "70000"], {}, "--port must be at most 65535"),
-    ([], {"VOXLANE_PORT": "abc"}, "VOXLANE_PORT='abc' is not an integer; --port takes a whole number"),
-    (["--port", "80.5"], {}, "--port '80.5' is not an integer"),
-    ([], {"VOXLANE_REQUEST_TIMEOUT_S": "soon"}, "VOXLANE_REQUEST_TIMEOUT_S='soon' is not a number; "
-                                                "--request-timeout-s takes a number"),
-    ([], {"VOXLANE_MAX_AUDIO_DURATION_S": "nan"}, "--max-audio-duration-s takes a number"),
-    (["--chunking-strategy", "vad"], {}, "--chunking-strategy must be 'none' or 'auto', not 'vad'"),
-    (["--tts-order", "lifo"], {}, "--tts-order must be 'deadline' or 'fifo', not 'lifo'"),
-    ([], {"VOXLANE_AUDIO_PREPROCESS_POOL": "gpu"},
-     "--audio-preprocess-pool must be 'thread' or 'process', not 'gpu' (from VOXLANE_AUDIO_PREPROCESS_POOL)"),
-    (["--log-level", "loud"], {}, "--log-level must be 'debug', 'info', 'warning' or 'error'"),
-])
+@pytest.mark.parametrize(
+    ("flags", "env", "message"),
+    [
+        (["--engine-workers", "0"], {}, "--engine-workers must be at least 1, not 0"),
+        (
+            [],
+            {"VOXLANE_ENGINE_WORKERS": "0"},
+            "--engine-workers must be at least 1, not 0 (from VOXLANE_ENGINE_WORKERS)",
+        ),
+        (["--max-upload-mb", "0"], {}, "--max-upload-mb must be above 0"),
+        (["--max-batch-wait-ms", "-1"], {}, "--max-batch-wait-ms must be 0 or more"),
+        (["--port", "70000"], {}, "--port must be at most 65535"),
+        ([], {"VOXLANE_PORT": "abc"}, "VOXLANE_PORT='abc' is not an integer; --port takes a whole number"),
+        (["--port", "80.5"], {}, "--port '80.5' is not an integer"),
+        (
+            [],
+            {"VOXLANE_REQUEST_TIMEOUT_S": "soon"},
+            "VOXLANE_REQUEST_TIMEOUT_S='soon' is not a number; --request-timeout-s takes a number",
+        ),
+        ([], {"VOXLANE_MAX_AUDIO_DURATION_S": "nan"}, "--max-audio-duration-s takes a number"),
+        (["--chunking-strategy", "vad"], {}, "--chunking-strategy must be 'none' or 'auto', not 'vad'"),
+        (["--tts-order", "lifo"], {}, "--tts-order must be 'deadline' or 'fifo', not 'lifo'"),
+        (
+            [],
+            {"VOXLANE_AUDIO_PREPROCESS_POOL": "gpu"},
+            "--audio-preprocess-pool must be 'thread' or 'process', not 'gpu' (from VOXLANE_AUDIO_PREPROCESS_POOL)",
+        ),
+        (["--log-level", "loud"], {}, "--log-level must be 'debug', 'info', 'warning' or 'error'"),
+    ],
+)
 def test_a_bad_value_names_the_flag(flags: list[str], env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError) as exc:
         config(*flags, env=env)
@@ -83,7 +100,7 @@ def test_a_bad_value_names_the_flag(flags: list[str], env: dict[str, str], messa
 
 
 def test_a_model_path_that_is_not_a_model_directory(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="--model .* is neither 'whisper-tiny.en' nor a CTranslate2 Whisper model"):
+    with pytest.raises(ValueError, match=r"--model .* is neither 'whisper-tiny.en' nor a CTranslate2 Whisper model"):
         config("--model", str(tmp_path))
     with pytest.raises(ValueError, match=r"\(from VOXLANE_MODEL\)"):
         config(env={"VOXLANE_MODEL": str(tmp_path)})
@@ -109,8 +126,9 @@ def test_readme_table_is_the_rendered_one() -> None:
     readme = (ROOT / "README.md").read_text()
     start = readme.index("| flag | environment | default | meaning |")
     end = readme.find("\n\n", start)
-    assert readme[start:end + 1] == settings_table(), (
-        "README.md's settings table differs from voxlane/config.py: paste `python -m voxlane.config` over it")
+    assert readme[start : end + 1] == settings_table(), (
+        "README.md's settings table differs from voxlane/config.py: paste `python -m voxlane.config` over it"
+    )
 
 
 def test_defaults_named_in_engine_config_doc_are_the_code_defaults() -> None:

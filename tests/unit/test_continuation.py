@@ -31,12 +31,12 @@ def test_a_continuation_is_the_rest_of_the_window_at_its_true_offset() -> None:
     assert cont.arrival_s == work.arrival_s  # keeps its request's place in the fair order
     assert isinstance(cont, WindowWork) and cont.queued and cont.seq == 0  # queued afresh by the scheduler
     # The features are the window's, shifted by 8 s, padded at the end like a short window.
-    np.testing.assert_array_equal(cont.features[:, :cont.msg.n_frames], work.features[:, 800:work.msg.n_frames])
+    np.testing.assert_array_equal(cont.features[:, : cont.msg.n_frames], work.features[:, 800 : work.msg.n_frames])
     floor = work.features.max() - 2.0
-    np.testing.assert_allclose(cont.features[:, cont.msg.n_frames:], floor)
+    np.testing.assert_allclose(cont.features[:, cont.msg.n_frames :], floor)
     assert cont.features.shape == work.features.shape
     # Its features equal those of the same audio cut there (up to frames at the cut and the window's peak).
-    fresh, _ = log_mel(samples[8 * 16000:])
+    fresh, _ = log_mel(samples[8 * 16000 :])
     assert np.abs(fresh[:, 2:1000] - cont.features[:, 2:1000]).max() < 0.05
 
 

@@ -4,7 +4,8 @@ plays the engine (no engine process, no models)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,9 +16,21 @@ from voxlane.config import ServerConfig
 from voxlane.engine.client import EngineClient
 from voxlane.engine.client.supervisor import EngineProcess
 from voxlane.errors import EngineUnavailable
-from voxlane.messages import (Abort, EngineInput, EngineOutput, ProbeVoice, Ready, SpeechAudio, SpeechUnit,
-                              TranscribeOptions, VoiceProbed, WindowRequest, WindowResult, decode_input,
-                              encode_output)
+from voxlane.messages import (
+    Abort,
+    EngineInput,
+    EngineOutput,
+    ProbeVoice,
+    Ready,
+    SpeechAudio,
+    SpeechUnit,
+    TranscribeOptions,
+    VoiceProbed,
+    WindowRequest,
+    WindowResult,
+    decode_input,
+    encode_output,
+)
 
 
 class FakeProcess(EngineProcess):
@@ -185,8 +198,10 @@ def test_a_voice_probe_gets_the_engines_verdict() -> None:
     async def scenario(client: EngineClient, engine: FakeEngine) -> None:
         probe = asyncio.ensure_future(client.probe_voice("/v/model.onnx", "/v/model.onnx.json", timeout_s=5))
         msg = await engine.recv()
-        assert isinstance(msg, ProbeVoice) and (msg.model_path, msg.config_path) == ("/v/model.onnx",
-                                                                                     "/v/model.onnx.json")
+        assert isinstance(msg, ProbeVoice) and (msg.model_path, msg.config_path) == (
+            "/v/model.onnx",
+            "/v/model.onnx.json",
+        )
         await engine.send(VoiceProbed(msg.request_id, "model", "not an ONNX file"))
         verdict = await asyncio.wait_for(probe, 5)
         assert (verdict.problem, verdict.reason) == ("model", "not an ONNX file")

@@ -65,10 +65,10 @@ def test_an_encode_worker_that_dies_takes_only_its_streams_with_it() -> None:
     import os
     import signal
     import zlib
+    from concurrent.futures.process import BrokenProcessPool
 
     import numpy as np
     import pytest
-    from concurrent.futures.process import BrokenProcessPool
 
     from voxlane.audio.encode import close_stream, encode_stream, finish_stream, open_stream
 

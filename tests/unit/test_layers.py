@@ -16,8 +16,9 @@ RUNTIMES = ("onnxruntime", "ctranslate2", "faster_whisper", "piper")
 def loaded_runtimes(*modules: str) -> list[str]:
     """The model runtimes a fresh interpreter holds after importing ``modules`` (run from the repo root,
     so the checkout's voxlane is the one imported)."""
-    code = "; ".join([f"import {m}" for m in ("sys", *modules)]
-                     + [f"print(' '.join(m for m in {RUNTIMES!r} if m in sys.modules))"])
+    code = "; ".join(
+        [f"import {m}" for m in ("sys", *modules)] + [f"print(' '.join(m for m in {RUNTIMES!r} if m in sys.modules))"]
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
@@ -51,8 +52,10 @@ def test_a_bad_language_says_what_to_send() -> None:
         TranscriptionRequest(model="whisper-1", language="klingon")
 
 
-@pytest.mark.skipif(shutil.which("lint-imports", path=str(Path(sys.executable).parent)) is None,
-                    reason="import-linter is not installed (pip install -e '.[dev]')")
+@pytest.mark.skipif(
+    shutil.which("lint-imports", path=str(Path(sys.executable).parent)) is None,
+    reason="import-linter is not installed (pip install -e '.[dev]')",
+)
 def test_import_contracts_hold() -> None:
     lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     out = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -12,8 +12,9 @@ FEATURES = np.zeros((80, 3000), dtype=np.float32)
 
 
 def window(request_id: str, index: int, count: int, arrival_s: float, temperature: float = 0.0) -> WindowWork:
-    msg = WindowRequest(request_id, index, count, index * 30.0, 30.0, 3000, 80,
-                        TranscribeOptions(temperature=temperature))
+    msg = WindowRequest(
+        request_id, index, count, index * 30.0, 30.0, 3000, 80, TranscribeOptions(temperature=temperature)
+    )
     return WindowWork(msg, FEATURES, arrival_s=arrival_s, enqueued_s=arrival_s)
 
 

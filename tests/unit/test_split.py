@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ def speech_with_gaps(total_s: float, gaps_s: list[float], seed: int = 0) -> np.n
     audio = (rng.standard_normal(int(total_s * SR)) * 0.3).astype(np.float32)
     for gap in gaps_s:
         start = int(gap * SR)
-        audio[start:start + int(0.15 * SR)] *= 0.001
+        audio[start : start + int(0.15 * SR)] *= 0.001
     return audio
 
 
@@ -38,7 +40,7 @@ def test_cuts_land_in_the_silence_before_each_boundary() -> None:
 def test_quiet_stretch_at_the_very_end_of_the_search_region_is_found() -> None:
     # The only silence is the last 100 ms before the boundary: the last candidate must be evaluated.
     audio = speech_with_gaps(40.0, [])
-    audio[int(29.9 * SR):int(30.0 * SR)] = 0.0
+    audio[int(29.9 * SR) : int(30.0 * SR)] = 0.0
     windows = split_windows(audio, SR)
     assert 29.9 * SR <= windows[0].end <= 30.0 * SR
 
@@ -55,6 +57,6 @@ def test_windows_are_at_most_30_s_and_lossless(total_s: float) -> None:
     windows = split_windows(audio, SR)
     assert all(0 < w.length <= 30 * SR for w in windows)
     assert windows[0].start == 0 and windows[-1].end == len(audio)
-    assert all(a.end == b.start for a, b in zip(windows, windows[1:]))
-    rebuilt = np.concatenate([audio[w.start:w.end] for w in windows])
+    assert all(a.end == b.start for a, b in itertools.pairwise(windows))
+    rebuilt = np.concatenate([audio[w.start : w.end] for w in windows])
     assert np.array_equal(rebuilt, audio)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncGenerator
+from collections.abc import AsyncGenerator
+from typing import Any
 
 from voxlane.errors import EngineUnavailable, InvalidRequest, VoxlaneError
 from voxlane.server.metrics import Metrics
@@ -40,8 +41,10 @@ def test_each_payload_is_one_event() -> None:
 def test_a_failure_ends_the_stream_with_an_openai_error_event() -> None:
     metrics = Metrics()
     events = _events(EngineUnavailable("the engine stopped"), metrics)
-    assert events[-1] == {"type": "error", "error": {"message": "the engine stopped", "type": "server_error",
-                                                     "param": None, "code": "engine_unavailable"}}
+    assert events[-1] == {
+        "type": "error",
+        "error": {"message": "the engine stopped", "type": "server_error", "param": None, "code": "engine_unavailable"},
+    }
     assert [e["type"] for e in events] == ["transcript.text.delta", "error"]
     assert metrics.stream_errors == 1
 

@@ -22,7 +22,11 @@ def test_normalise_plain_quotes_dashes_and_spaces() -> None:
 
 def test_sentences_keep_abbreviations_and_initials() -> None:
     assert split_sentences("Dr. Smith met J. R. Jones. They talked! Did it work? Yes") == [
-        "Dr. Smith met J. R. Jones.", "They talked!", "Did it work?", "Yes"]
+        "Dr. Smith met J. R. Jones.",
+        "They talked!",
+        "Did it work?",
+        "Yes",
+    ]
 
 
 def test_long_sentence_is_cut_at_clauses_then_spaces() -> None:
@@ -43,10 +47,16 @@ def test_very_short_first_unit_is_merged_with_the_next() -> None:
 def test_first_sentence_is_cut_short_for_a_quick_first_sound() -> None:
     # 0.5-1 s of audio first (time to first audio), the rest of the sentence next; later sentences whole.
     assert split_units("The weather today is sunny with a light breeze. Later it rains, they say.") == [
-        "The weather", "today is sunny with a light breeze.", "Later it rains, they say."]
+        "The weather",
+        "today is sunny with a light breeze.",
+        "Later it rains, they say.",
+    ]
     # The rest of a long first sentence is cut again at about twice the first unit (a ramp).
     assert split_units("The old lighthouse stood at the edge of the cliff, watching over the harbour.") == [
-        "The old lighthouse", "stood at the edge of the cliff,", "watching over the harbour."]
+        "The old lighthouse",
+        "stood at the edge of the cliff,",
+        "watching over the harbour.",
+    ]
     # A clause boundary in reach is preferred to a word boundary.
     assert split_units("Well, my friend, the weather today is sunny with a light breeze.")[0] == "Well, my friend,"
     # A first sentence that is short already, or cannot be cut with 8+ characters each side, stays whole.
@@ -57,8 +67,10 @@ def test_first_sentence_is_cut_short_for_a_quick_first_sound() -> None:
 def test_first_unit_is_half_a_second_to_a_second_and_a_bit_of_audio() -> None:
     from voxlane.text.sentences import CHARS_PER_SECOND, FIRST_MAX_CHARS, FIRST_MIN_CHARS
 
-    text = ("The old lighthouse stood at the edge of the cliff, watching over the harbour. Every night its lamp "
-            "turned slowly.")
+    text = (
+        "The old lighthouse stood at the edge of the cliff, watching over the harbour. Every night its lamp "
+        "turned slowly."
+    )
     first = split_units(text)[0]
     assert FIRST_MIN_CHARS <= len(first) <= FIRST_MAX_CHARS
     assert 0.4 <= len(first) / CHARS_PER_SECOND <= 1.2
@@ -85,7 +97,7 @@ def test_encoders_stream_and_decode(fmt: str) -> None:
     t = np.arange(rate * 2) / rate
     pcm = (np.sin(2 * np.pi * 440 * t) * 8000).astype(np.int16)
     encoder = StreamEncoder(fmt, rate)
-    parts = [encoder.encode(pcm[i:i + rate // 2]) for i in range(0, len(pcm), rate // 2)]
+    parts = [encoder.encode(pcm[i : i + rate // 2]) for i in range(0, len(pcm), rate // 2)]
     parts.append(encoder.finish())
     assert sum(1 for p in parts[:-1] if p) >= 3, "bytes must come out while audio goes in, not only at the end"
     data = b"".join(parts)

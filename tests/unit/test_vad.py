@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -9,8 +11,14 @@ from tests.conftest import DEV_DIR
 from voxlane.audio.decode import TARGET_RATE, decode_audio
 from voxlane.audio.features import log_mel
 from voxlane.audio.pipeline import decode_and_split, window_features
-from voxlane.audio.vad import (ENERGY_ENOUGH_S, MAX_GAP_S, VadOptions, energy_speech, speech_spans, speech_windows,
-                               window_speech)
+from voxlane.audio.vad import (
+    ENERGY_ENOUGH_S,
+    VadOptions,
+    energy_speech,
+    speech_spans,
+    speech_windows,
+    window_speech,
+)
 
 
 def load(name: str) -> np.ndarray:
@@ -55,10 +63,10 @@ def test_speech_longer_than_30_s_is_cut_at_pauses_into_windows_of_at_most_30_s(s
     windows = speech_windows(audio)
     assert len(windows) == 3
     assert all(w.length <= 30 * TARGET_RATE for w in windows)
-    assert all(a.end == b.start for a, b in zip(windows, windows[1:]))  # one region: no audio left out
+    assert all(a.end == b.start for a, b in itertools.pairwise(windows))  # one region: no audio left out
     for w in windows[:-1]:
         # each cut is in a pause, not in a word
-        assert np.abs(audio[w.end - 800:w.end + 800]).max() < 0.01
+        assert np.abs(audio[w.end - 800 : w.end + 800]).max() < 0.01
 
 
 def test_options_change_what_counts_as_speech(speech: np.ndarray) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -36,10 +37,10 @@ def probe_says(problem: str | None = None, reason: str = "") -> Callable[[Voice]
     return probe
 
 
-def add(reg: VoiceRegistry, name: str, probe: Callable[[Voice], Any] | None = None,
-        model: bytes = b"onnx bytes") -> Voice:
-    return asyncio.run(reg.add(name, io.BytesIO(model), io.BytesIO(b"{}"), probe=probe or probe_says(),
-                               files=files))
+def add(
+    reg: VoiceRegistry, name: str, probe: Callable[[Voice], Any] | None = None, model: bytes = b"onnx bytes"
+) -> Voice:
+    return asyncio.run(reg.add(name, io.BytesIO(model), io.BytesIO(b"{}"), probe=probe or probe_says(), files=files))
 
 
 def version_dirs(reg: VoiceRegistry) -> list[Path]:
@@ -55,10 +56,17 @@ def test_an_accepted_upload_is_stored_and_resolves(tmp_path: Path) -> None:
     assert [v.name for v in reg.names()] == [DEFAULT_VOICE, "anna"]
 
 
-@pytest.mark.parametrize("probe, error, needle", [
-    (probe_says("model", "not ONNX"), InvalidRequest, "the voice model does not load as a Piper ONNX voice: not ONNX"),
-    (probe_says("config", "no espeak"), InvalidRequest, "the voice config is not a Piper .onnx.json: no espeak"),
-])
+@pytest.mark.parametrize(
+    "probe, error, needle",
+    [
+        (
+            probe_says("model", "not ONNX"),
+            InvalidRequest,
+            "the voice model does not load as a Piper ONNX voice: not ONNX",
+        ),
+        (probe_says("config", "no espeak"), InvalidRequest, "the voice config is not a Piper .onnx.json: no espeak"),
+    ],
+)
 def test_a_failed_probe_leaves_no_directory(tmp_path: Path, probe: Any, error: type, needle: str) -> None:
     reg = registry(tmp_path)
     with pytest.raises(error) as raised:

@@ -46,7 +46,8 @@ def _too_long(max_duration_s: float) -> PayloadTooLarge:
     return PayloadTooLarge(
         f"the audio is longer than the server's limit of {max_duration_s:g} s (--max-audio-duration-s): "
         "split it into shorter files",
-        param="file", code="audio_too_long",
+        param="file",
+        code="audio_too_long",
     )
 
 
@@ -56,7 +57,7 @@ def _decode_soundfile(data: bytes, max_duration_s: float) -> tuple[np.ndarray, i
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
             rate, channels = f.samplerate, f.channels
-            if f.format not in ("WAV", "WAVEX", "FLAC", "OGG", "AIFF") or f.format == "OGG" and f.subtype != "VORBIS":
+            if f.format not in ("WAV", "WAVEX", "FLAC", "OGG", "AIFF") or (f.format == "OGG" and f.subtype != "VORBIS"):
                 return None  # PyAV is better at the rest (mp3 frame padding, opus pre-skip)
             _check_rate(rate)
             max_frames = int(max_duration_s * rate) + 1
@@ -76,12 +77,14 @@ def _decode_pyav(data: bytes, max_duration_s: float) -> tuple[np.ndarray, int, i
     try:
         container = av.open(io.BytesIO(data), mode="r", metadata_errors="ignore")
     except Exception as exc:
-        raise UnsupportedAudio(f"could not read the file as audio ({exc.__class__.__name__}): {_FORMATS_HINT}") from None
+        raise UnsupportedAudio(
+            f"could not read the file as audio ({exc.__class__.__name__}): {_FORMATS_HINT}"
+        ) from None
     with container:
         if not container.streams.audio:
             raise UnsupportedAudio(f"the file has no audio stream: {_FORMATS_HINT}")
         stream = container.streams.audio[0]
-        stream.thread_type = "AUTO"
+        stream.thread_type = "AUTO"  # type: ignore[attr-defined]  # PyAV has it; its stubs do not
         rate = stream.codec_context.sample_rate or stream.rate or 0
         _check_rate(rate)
         channels = stream.codec_context.channels or 1
@@ -138,7 +141,8 @@ def decode_audio(data: bytes, max_duration_s: float) -> DecodedAudio:
     if len(samples) < MIN_DURATION_S * rate:
         raise UnsupportedAudio(
             f"the file holds only {len(samples) / rate:.3f} s of audio (truncated or nearly empty); "
-            f"send at least {MIN_DURATION_S:g} s", code="audio_too_short",
+            f"send at least {MIN_DURATION_S:g} s",
+            code="audio_too_short",
         )
     if not np.isfinite(samples).all():
         samples = np.nan_to_num(samples, nan=0.0, posinf=1.0, neginf=-1.0)

@@ -12,9 +12,11 @@ stream's calls always in one worker, one after another: an encoder is never used
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import av
 import numpy as np
@@ -78,10 +80,15 @@ def wav_header(sample_rate: int, channels: int = 1, bits: int = 16, data_bytes: 
     sizes are 0xFFFFFFFF, which players (ffmpeg, browsers, sox) read as "until the end of the data"."""
     unknown = 0xFFFFFFFF
     block_align = channels * bits // 8
-    return (b"RIFF" + struct.pack("<I", unknown if data_bytes is None else 36 + data_bytes) + b"WAVE"
-            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, channels, sample_rate, sample_rate * block_align, block_align,
-                                    bits)
-            + b"data" + struct.pack("<I", unknown if data_bytes is None else data_bytes))
+    return (
+        b"RIFF"
+        + struct.pack("<I", unknown if data_bytes is None else 36 + data_bytes)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<IHHIIHH", 16, 1, channels, sample_rate, sample_rate * block_align, block_align, bits)
+        + b"data"
+        + struct.pack("<I", unknown if data_bytes is None else data_bytes)
+    )
 
 
 class _Sink:
@@ -115,10 +122,15 @@ class StreamEncoder:
         self.media_type = MEDIA_TYPES[response_format]
         self._header_sent = False
         self._pts = 0
-        self._resampler = av.AudioResampler(
-            format=_CONTAINERS[response_format].sample_format if response_format in _CONTAINERS else "s16",
-            layout="mono", rate=self.sample_rate,
-        ) if response_format in _CONTAINERS or self.sample_rate != source_rate else None
+        self._resampler = (
+            av.AudioResampler(
+                format=_CONTAINERS[response_format].sample_format if response_format in _CONTAINERS else "s16",
+                layout="mono",
+                rate=self.sample_rate,
+            )
+            if response_format in _CONTAINERS or self.sample_rate != source_rate
+            else None
+        )
         self._sink: _Sink | None = None
         self._container: av.container.OutputContainer | None = None
         self._stream: av.AudioStream | None = None
@@ -126,7 +138,7 @@ class StreamEncoder:
             spec = _CONTAINERS[response_format]
             self._sink = _Sink()
             self._container = av.open(self._sink, mode="w", format=spec.format, options=spec.options or {})
-            stream = self._container.add_stream(spec.codec, rate=self.sample_rate)
+            stream = cast(av.AudioStream, self._container.add_stream(spec.codec, rate=self.sample_rate))
             stream.layout = "mono"
             stream.format = spec.sample_format
             if spec.bit_rate:
@@ -139,7 +151,7 @@ class StreamEncoder:
         parts = [self._take_header()]
         step = max(1, int(self.source_rate * SLICE_S))
         for start in range(0, len(pcm), step):  # short slices: short GIL holds (see SLICE_S)
-            frames = self._resample(pcm[start:start + step])
+            frames = self._resample(pcm[start : start + step])
             parts.append(b"".join(_s16_bytes(f) for f in frames) if self._container is None else self._mux(frames))
         return b"".join(parts)
 
@@ -159,10 +171,8 @@ class StreamEncoder:
     def close(self) -> None:
         """Free the codec without finishing the stream (client gone). Idempotent."""
         if self._container is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._container.close()
-            except Exception:  # noqa: BLE001 - an unfinished muxer may complain; nothing to save
-                pass
             self._container = None
 
     def _take_header(self) -> bytes:
@@ -173,8 +183,9 @@ class StreamEncoder:
         return wav_header(self.sample_rate)
 
     def _resample(self, pcm: np.ndarray) -> list[av.AudioFrame]:
-        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(pcm, dtype=np.int16).reshape(1, -1),
-                                           format="s16", layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(pcm, dtype=np.int16).reshape(1, -1), format="s16", layout="mono"
+        )
         frame.sample_rate = self.source_rate
         if self._resampler is None:
             return [frame]

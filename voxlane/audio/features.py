@@ -48,8 +48,9 @@ def _mel_to_hz(mels: np.ndarray) -> np.ndarray:
 def mel_filters(n_mels: int, sample_rate: int = SAMPLE_RATE, n_fft: int = N_FFT) -> np.ndarray:
     """Slaney-normalised triangular filters, shape (n_mels, n_fft // 2 + 1), float32. Read-only."""
     fft_freqs = np.linspace(0, sample_rate / 2, n_fft // 2 + 1)
-    mel_edges = _mel_to_hz(np.linspace(_hz_to_mel(np.array([0.0]))[0],
-                                       _hz_to_mel(np.array([sample_rate / 2.0]))[0], n_mels + 2))
+    mel_edges = _mel_to_hz(
+        np.linspace(_hz_to_mel(np.array([0.0]))[0], _hz_to_mel(np.array([sample_rate / 2.0]))[0], n_mels + 2)
+    )
     widths = np.diff(mel_edges)
     ramps = mel_edges[:, None] - fft_freqs[None, :]
     lower = -ramps[:-2] / widths[:-1, None]
@@ -81,16 +82,16 @@ def log_mel(samples: np.ndarray, n_mels: int = 80) -> tuple[np.ndarray, int]:
     half = N_FFT // 2
     # The 30 s signal with torch.stft(center=True)'s reflect padding on both sides.
     signal = np.zeros(N_SAMPLES + N_FFT, dtype=np.float32)
-    signal[half:half + n] = samples
+    signal[half : half + n] = samples
     if n > half:
-        signal[:half] = samples[1:half + 1][::-1]
+        signal[:half] = samples[1 : half + 1][::-1]
     if n == N_SAMPLES:
-        signal[half + n:] = samples[-half - 1:-1][::-1]
+        signal[half + n :] = samples[-half - 1 : -1][::-1]
     # Frames past the audio (plus the FFT's reach) are all zero: compute only the others.
     n_active = min(N_FRAMES, (n + half) // HOP_LENGTH + 1)
     frames = np.lib.stride_tricks.sliding_window_view(signal, N_FFT)[: n_active * HOP_LENGTH : HOP_LENGTH]
     spectrum = np.fft.rfft(frames * hann_window(), axis=-1)
-    power = (spectrum.real ** 2 + spectrum.imag ** 2).astype(np.float32)
+    power = (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
     mel = power @ mel_filters(n_mels).T  # (n_active, n_mels)
     log_spec = np.full((n_mels, N_FRAMES), -10.0, dtype=np.float32)  # log10(1e-10): silence
     log_spec[:, :n_active] = np.log10(np.maximum(mel.T, 1e-10))
@@ -107,5 +108,5 @@ def pad_frames(features: np.ndarray, n_frames: int, peak: float) -> np.ndarray:
     :func:`log_mel` pads a short window; ``peak`` is the largest value of the window they came from."""
     pad = 0.0 if PAD_MODE == "zero" else peak - 2.0  # the floor: (max - 8 + 4) / 4
     out = np.full((features.shape[0], n_frames), pad, dtype=np.float32)
-    out[:, :features.shape[1]] = features
+    out[:, : features.shape[1]] = features
     return out

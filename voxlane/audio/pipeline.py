@@ -10,15 +10,15 @@ from voxlane.audio.features import log_mel
 from voxlane.audio.split import split_windows
 from voxlane.audio.vad import VadOptions, speech_spans, speech_windows, window_speech
 
-
 Speech = list[tuple[float, float]]
 """Stretches of a window (in seconds of the upload) that hold speech: the engine continues a decode that
 stopped early only where speech is left, and drops what Whisper reads in a window with none when Whisper
 too doubts there is speech ("Thank you." over room noise)."""
 
 
-def decode_and_split(data: bytes, max_duration_s: float, search_s: float,
-                     vad: VadOptions | None = None) -> tuple[np.ndarray, list[tuple[int, int, Speech | None]]]:
+def decode_and_split(
+    data: bytes, max_duration_s: float, search_s: float, vad: VadOptions | None = None
+) -> tuple[np.ndarray, list[tuple[int, int, Speech | None]]]:
     """Upload bytes -> (16 kHz mono samples, [(start, end, speech) of each window of at most 30 s]).
 
     With ``vad``, the windows cover the speech Silero VAD finds in the whole upload (none for audio without
@@ -37,8 +37,9 @@ def _speech_in(start: int, end: int, spans: list[tuple[int, int]]) -> list[tuple
     return [(max(start, a) / TARGET_RATE, min(end, b) / TARGET_RATE) for a, b in spans if a < end and b > start]
 
 
-def window_features(samples: np.ndarray, n_mels: int, offset_s: float = 0.0,
-                    speech: Speech | None = None) -> tuple[np.ndarray, int, Speech]:
+def window_features(
+    samples: np.ndarray, n_mels: int, offset_s: float = 0.0, speech: Speech | None = None
+) -> tuple[np.ndarray, int, Speech]:
     """One window's log-mel features (padded to 30 s), how many frames hold audio, and its speech: ``speech``
     when the split found it, else found here (vad.window_speech: energy, or Silero when that finds little)."""
     features, n_frames = log_mel(samples, n_mels)

@@ -16,7 +16,7 @@ MAX_CACHED_RESAMPLERS = 16
 
 
 class _Entry:
-    __slots__ = ("stream", "lock")
+    __slots__ = ("lock", "stream")
 
     def __init__(self, stream: soxr.ResampleStream) -> None:
         self.stream = stream

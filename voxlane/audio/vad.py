@@ -68,7 +68,9 @@ class VadOptions:
 def model_path() -> Path:
     spec = importlib.util.find_spec("faster_whisper")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("VAD needs the faster-whisper package (it ships the Silero VAD model): pip install faster-whisper")
+        raise RuntimeError(
+            "VAD needs the faster-whisper package (it ships the Silero VAD model): pip install faster-whisper"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "assets" / "silero_vad_v6.onnx"
     if not path.is_file():
         raise RuntimeError(f"the Silero VAD model is missing from the faster-whisper package ({path})")
@@ -84,22 +86,23 @@ class _Silero:
         opts.intra_op_num_threads = 1  # each audio pool worker runs its own call
         opts.enable_cpu_mem_arena = False
         opts.log_severity_level = 4
-        self.session = onnxruntime.InferenceSession(str(model_path()), providers=["CPUExecutionProvider"],
-                                                    sess_options=opts)
+        self.session = onnxruntime.InferenceSession(
+            str(model_path()), providers=["CPUExecutionProvider"], sess_options=opts
+        )
 
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
         """Speech probability of each 512-sample frame of 16 kHz audio (the last frame zero-padded)."""
         n = -(-len(samples) // FRAME)
         frames = np.zeros((n, CONTEXT + FRAME), dtype=np.float32)
-        body = np.zeros(n * FRAME, dtype=np.float32)
-        body[:len(samples)] = samples
-        body = body.reshape(n, FRAME)
+        flat = np.zeros(n * FRAME, dtype=np.float32)
+        flat[: len(samples)] = samples
+        body = flat.reshape(n, FRAME)
         frames[:, CONTEXT:] = body
         frames[1:, :CONTEXT] = body[:-1, -CONTEXT:]
         h = c = np.zeros((1, 1, 128), dtype=np.float32)
         out = []
         for i in range(0, n, RUN_FRAMES):  # the LSTM state carries over from one run to the next
-            probs, h, c = self.session.run(None, {"input": frames[i:i + RUN_FRAMES], "h": h, "c": c})
+            probs, h, c = self.session.run(None, {"input": frames[i : i + RUN_FRAMES], "h": h, "c": c})
             out.append(np.asarray(probs, dtype=np.float32).reshape(-1))
         return np.concatenate(out)[:n]
 
@@ -152,8 +155,12 @@ def speech_spans(samples: np.ndarray, options: VadOptions = VadOptions()) -> lis
     return [(max(0, a), min(len(samples), b)) for a, b in spans if b > a]
 
 
-def speech_windows(samples: np.ndarray, options: VadOptions = VadOptions(), search_s: float = 8.0,
-                   spans: list[tuple[int, int]] | None = None) -> list[Window]:
+def speech_windows(
+    samples: np.ndarray,
+    options: VadOptions = VadOptions(),
+    search_s: float = 8.0,
+    spans: list[tuple[int, int]] | None = None,
+) -> list[Window]:
     """Windows of at most 30 s covering every speech span and the pauses between them, but no pause of
     MAX_GAP_S or more. Audio of 30 s or less with any speech in it is one window, whole: it costs one
     30 s window either way, and Silero misses some speech (whispers) that Whisper still reads."""
@@ -197,8 +204,9 @@ def energy_speech(features: np.ndarray, n_frames: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
 
 
-def window_speech(samples: np.ndarray, features: np.ndarray, n_frames: int,
-                  offset_s: float) -> list[tuple[float, float]]:
+def window_speech(
+    samples: np.ndarray, features: np.ndarray, n_frames: int, offset_s: float
+) -> list[tuple[float, float]]:
     """Speech in one window, in seconds of the upload: loud stretches by energy when they add up to
     ENERGY_ENOUGH_S, else what Silero finds in the window's samples (padded, as :func:`speech_spans`)."""
     loud = energy_speech(features, n_frames)

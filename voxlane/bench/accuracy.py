@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from voxlane.bench.datasets import AudioSample
 
@@ -47,8 +48,14 @@ class Score:
         return self
 
     def as_dict(self) -> dict[str, Any]:
-        return {"words": self.words, "sub": self.sub, "del": self.dels, "ins": self.ins,
-                "output_words": self.output_words, "wer": None if math.isnan(self.wer) else self.wer}
+        return {
+            "words": self.words,
+            "sub": self.sub,
+            "del": self.dels,
+            "ins": self.ins,
+            "output_words": self.output_words,
+            "wer": None if math.isnan(self.wer) else self.wer,
+        }
 
 
 def score(reference: str, hypothesis: str, normalise: Callable[[str], str]) -> Score:
@@ -110,8 +117,9 @@ def run_faster_whisper(model: Any, items: Sequence[AudioSample], beam_size: int,
     return SystemRun("faster-whisper", texts, time.perf_counter() - start)
 
 
-def run_faster_whisper_batched(model: Any, items: Sequence[AudioSample], beam_size: int, language: str | None,
-                               batch_size: int) -> SystemRun:
+def run_faster_whisper_batched(
+    model: Any, items: Sequence[AudioSample], beam_size: int, language: str | None, batch_size: int
+) -> SystemRun:
     """faster-whisper's BatchedInferencePipeline: Silero VAD chunks of at most 30 s, decoded in batches."""
     import io
 
@@ -121,8 +129,9 @@ def run_faster_whisper_batched(model: Any, items: Sequence[AudioSample], beam_si
     texts: list[str | None] = []
     start = time.perf_counter()
     for item in items:
-        segments, _ = pipeline.transcribe(io.BytesIO(item.data), beam_size=beam_size, language=language,
-                                          batch_size=batch_size)
+        segments, _ = pipeline.transcribe(
+            io.BytesIO(item.data), beam_size=beam_size, language=language, batch_size=batch_size
+        )
         texts.append("".join(s.text for s in segments))
     return SystemRun("fw-batched-vad", texts, time.perf_counter() - start)
 
@@ -142,9 +151,12 @@ def table(items: Sequence[AudioSample], runs: Sequence[SystemRun], normalise: Ca
             totals[run.name] += s
             row[run.name] = s.as_dict()
         files.append(row)
-    return {"files": files, "total": {name: s.as_dict() for name, s in totals.items()},
-            "wall_s": {run.name: run.wall_s for run in runs},
-            "failed": {run.name: sum(t is None for t in run.texts) for run in runs}}
+    return {
+        "files": files,
+        "total": {name: s.as_dict() for name, s in totals.items()},
+        "wall_s": {run.name: run.wall_s for run in runs},
+        "failed": {run.name: sum(t is None for t in run.texts) for run in runs},
+    }
 
 
 def format_table(result: dict[str, Any], names: Sequence[str]) -> str:
@@ -159,8 +171,9 @@ def format_table(result: dict[str, Any], names: Sequence[str]) -> str:
     lines = [head, f"{'':<60}" + "".join(f"{'WER   sub/del/ins':>24}" for _ in names)]
     for row in result["files"]:
         ref_words = next((row[n]["words"] for n in names if row.get(n)), 0)
-        lines.append(f"{row['file'][-48:]:<48}{row['duration_s']:>7.1f}{ref_words:>5}"
-                     + "".join(cell(row.get(n)) for n in names))
+        lines.append(
+            f"{row['file'][-48:]:<48}{row['duration_s']:>7.1f}{ref_words:>5}" + "".join(cell(row.get(n)) for n in names)
+        )
     total = result["total"]
     lines.append(f"{'corpus':<48}{'':>7}{total[names[0]]['words']:>5}" + "".join(cell(total[n]) for n in names))
     lines.append(f"{'wall s':<60}" + "".join(f"{result['wall_s'][n]:>22.1f}  " for n in names))

@@ -14,8 +14,9 @@ import json
 import struct
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from voxlane.audio.encode import wav_header
 from voxlane.bench.datasets import AudioSample, TextSample
@@ -133,6 +134,7 @@ async def _sse_events(response: RawResponse) -> AsyncIterator[tuple[float, dict[
 
 # --- transcription -----------------------------------------------------------------------------------
 
+
 def _transcription_fields(spec: RequestSpec) -> dict[str, Any]:
     return {"model": spec.model, "response_format": "json", **spec.extra_body}
 
@@ -142,11 +144,15 @@ def prepare_transcription(spec: RequestSpec, sample: AudioSample) -> Prepared:
     boundary = uuid.uuid4().hex
     parts: list[bytes] = []
     for name, value in _transcription_fields(spec).items():
-        for v in (value if isinstance(value, list) else [value]):
-            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"\r\n\r\n'
-                         f"{_form_value(v)}\r\n".encode())
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{_quote(sample.name)}"'
-                 f"\r\nContent-Type: application/octet-stream\r\n\r\n".encode())
+        for v in value if isinstance(value, list) else [value]:
+            parts.append(
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"\r\n\r\n'
+                f"{_form_value(v)}\r\n".encode()
+            )
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{_quote(sample.name)}"'
+        f"\r\nContent-Type: application/octet-stream\r\n\r\n".encode()
+    )
     parts += [sample.data, f"\r\n--{boundary}--\r\n".encode()]
     return Prepared(sample, b"".join(parts), f"multipart/form-data; boundary={boundary}")
 
@@ -161,9 +167,13 @@ async def transcribe(client: RawClient, spec: RequestSpec, prepared: Prepared) -
     out = RequestOutput(input_audio_s=sample.duration_s, reference=sample.text)
     out.start_s = time.perf_counter()
     try:
-        async with client.stream("POST", spec.base_url + "/v1/audio/transcriptions", content=prepared.body,
-                                 headers={"Content-Type": prepared.content_type},
-                                 timeout=_timeout(spec)) as response:
+        async with client.stream(
+            "POST",
+            spec.base_url + "/v1/audio/transcriptions",
+            content=prepared.body,
+            headers={"Content-Type": prepared.content_type},
+            timeout=_timeout(spec),
+        ) as response:
             if response.status_code != 200:
                 out.error = _error_text(response.status_code, await response.aread())
             elif stream:
@@ -173,7 +183,7 @@ async def transcribe(client: RawClient, spec: RequestSpec, prepared: Prepared) -
                 out.end_s = time.perf_counter()
                 out.text = _transcript_text(body, response.headers.get("content-type", ""))
                 out.success = True
-    except Exception as exc:  # noqa: BLE001 - whatever goes wrong is this request's failure, not the run's
+    except Exception as exc:
         out.error = _exception_text(exc)
         out.success = False
     out.end_s = out.end_s or time.perf_counter()
@@ -216,9 +226,15 @@ def _transcript_text(body: bytes, content_type: str) -> str:
 
 # --- speech ------------------------------------------------------------------------------------------
 
+
 def _speech_payload(spec: RequestSpec, sample: TextSample) -> dict[str, Any]:
-    return {"model": spec.model, "input": sample.text, "voice": spec.voice,
-            "response_format": spec.response_format, **spec.extra_body}
+    return {
+        "model": spec.model,
+        "input": sample.text,
+        "voice": spec.voice,
+        "response_format": spec.response_format,
+        **spec.extra_body,
+    }
 
 
 def prepare_speech(spec: RequestSpec, sample: TextSample) -> Prepared:
@@ -234,9 +250,13 @@ async def synthesise(client: RawClient, spec: RequestSpec, prepared: Prepared) -
     out = RequestOutput(reference=sample.text)
     out.start_s = time.perf_counter()
     try:
-        async with client.stream("POST", spec.base_url + "/v1/audio/speech", content=prepared.body,
-                                 headers={"Content-Type": prepared.content_type},
-                                 timeout=_timeout(spec)) as response:
+        async with client.stream(
+            "POST",
+            spec.base_url + "/v1/audio/speech",
+            content=prepared.body,
+            headers={"Content-Type": prepared.content_type},
+            timeout=_timeout(spec),
+        ) as response:
             if response.status_code != 200:
                 out.error = _error_text(response.status_code, await response.aread())
             else:
@@ -259,7 +279,7 @@ async def synthesise(client: RawClient, spec: RequestSpec, prepared: Prepared) -
                         out.encoded_audio = bytes(decoder.body)
                     if spec.keep_audio:
                         out.audio = decoder.as_wav()
-    except Exception as exc:  # noqa: BLE001 - whatever goes wrong is this request's failure, not the run's
+    except Exception as exc:
         out.error = _exception_text(exc)
         out.success = False
     out.end_s = out.end_s or time.perf_counter()
@@ -274,7 +294,7 @@ def finish(out: RequestOutput) -> None:
 
     try:
         out.output_audio_s = decode_audio(out.encoded_audio, 24 * 3600.0).duration_s
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         out.success, out.error = False, f"the audio could not be decoded: {_exception_text(exc)}"
     out.encoded_audio = None
 
@@ -357,11 +377,11 @@ def _parse_wav_header(data: bytes) -> tuple[int, int, int, int] | None:
         raise ValueError("response_format=wav but the body is not a RIFF/WAVE file")
     pos, fmt = 12, None
     while pos + 8 <= len(data):
-        cid, size = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])[0]
+        cid, size = data[pos : pos + 4], struct.unpack("<I", data[pos + 4 : pos + 8])[0]
         if cid == b"fmt ":
             if pos + 8 + 16 > len(data):
                 return None
-            _, channels, rate, _, _, bits = struct.unpack("<HHIIHH", data[pos + 8:pos + 24])
+            _, channels, rate, _, _, bits = struct.unpack("<HHIIHH", data[pos + 8 : pos + 24])
             fmt = (rate, channels, bits // 8)
         elif cid == b"data":
             if fmt is None:
@@ -369,4 +389,3 @@ def _parse_wav_header(data: bytes) -> tuple[int, int, int, int] | None:
             return pos + 8, *fmt
         pos += 8 + size + (size & 1)
     return None
-

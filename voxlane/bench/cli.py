@@ -8,97 +8,126 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from voxlane.config import DEFAULT_MODEL_NAME
 
 EXIT_USAGE = 2
-_MISSING_EXTRA = ("voxlane bench needs its extra dependencies ({name} is missing): "
-                  "pip install 'voxlane[bench]'")
+_MISSING_EXTRA = "voxlane bench needs its extra dependencies ({name} is missing): pip install 'voxlane[bench]'"
 
 
-def add_bench_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     from voxlane.bench.options import add_load_arguments
 
     bench = sub.add_parser(
         "bench",
         help="benchmark an OpenAI-compatible speech server (or the raw engine)",
         description="Measure any server speaking the OpenAI audio API: throughput, latency, streaming continuity, "
-                    "responsiveness under load and accuracy. Figures are defined in docs/benchmarks.md.",
+        "responsiveness under load and accuracy. Figures are defined in docs/benchmarks.md.",
     )
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     serve = bench_sub.add_parser(
-        "serve", help="one run against a server at one concurrency level",
+        "serve",
+        help="one run against a server at one concurrency level",
         description="Send --num-prompts requests to a running server, at most --max-concurrency at once, and "
-                    "report the figures (print; --save-result writes JSON). Exits 0 even when requests fail: "
-                    "failures are part of the result.",
+        "report the figures (print; --save-result writes JSON). Exits 0 even when requests fail: "
+        "failures are part of the result.",
     )
     add_load_arguments(serve, sweep=False)
     serve.set_defaults(func=_guard(_serve))
 
     sweep = bench_sub.add_parser(
-        "sweep", help="one run per concurrency level: table, JSON and PNG plots",
+        "sweep",
+        help="one run per concurrency level: table, JSON and PNG plots",
         description="Run 'bench serve' at each --max-concurrency level in turn, print one table row per level, "
-                    "save all results as one JSON file and draw PNG plots next to it.",
+        "save all results as one JSON file and draw PNG plots next to it.",
     )
     add_load_arguments(sweep, sweep=True)
     sweep.set_defaults(func=_guard(_sweep))
 
     engine = bench_sub.add_parser(
-        "engine", help="the ceiling: decode + features + the Whisper runner in-process, no server",
+        "engine",
+        help="the ceiling: decode + features + the Whisper runner in-process, no server",
         description="Transcribe the dataset with the raw Whisper runner in this process (no HTTP, no engine "
-                    "process, no scheduler) at each batch size, and report RTFx and WER per batch size and the best.",
+        "process, no scheduler) at each batch size, and report RTFx and WER per batch size and the best.",
     )
-    engine.add_argument("--dataset", required=True,
-                        help="FILE.jsonl, a DIR of audio files (optional same-name .txt) or hf:NAME[:split]")
+    engine.add_argument(
+        "--dataset", required=True, help="FILE.jsonl, a DIR of audio files (optional same-name .txt) or hf:NAME[:split]"
+    )
     engine.add_argument("--min-duration-s", type=float, default=0.0, help="skip audio shorter than this (default: 0)")
-    engine.add_argument("--max-duration-s", type=float, default=float("inf"),
-                        help="skip audio longer than this (default: inf)")
-    engine.add_argument("--num-prompts", type=int, help="requests: the dataset shuffled by --seed and cycled "
-                                                        "(default: each item once)")
+    engine.add_argument(
+        "--max-duration-s", type=float, default=float("inf"), help="skip audio longer than this (default: inf)"
+    )
+    engine.add_argument(
+        "--num-prompts", type=int, help="requests: the dataset shuffled by --seed and cycled (default: each item once)"
+    )
     engine.add_argument("--seed", type=int, default=0, help="seed of the request order (default: 0)")
-    engine.add_argument("--model", default=DEFAULT_MODEL_NAME,
-                        help=f"'{DEFAULT_MODEL_NAME}' (bundled) or a CTranslate2 Whisper model directory "
-                             f"(default: {DEFAULT_MODEL_NAME})")
+    engine.add_argument(
+        "--model",
+        default=DEFAULT_MODEL_NAME,
+        help=f"'{DEFAULT_MODEL_NAME}' (bundled) or a CTranslate2 Whisper model directory "
+        f"(default: {DEFAULT_MODEL_NAME})",
+    )
     engine.add_argument("--compute-type", default="int8", help="CTranslate2 compute type (default: int8)")
     engine.add_argument("--engine-threads", type=int, default=2, help="CTranslate2 intra_threads (default: 2)")
     engine.add_argument("--beam-size", type=int, default=1, help="1 = greedy (default: 1)")
-    engine.add_argument("--split-search-s", type=float, default=None,
-                        help="seconds searched for a quiet cut before each 30 s boundary, as 'voxlane serve "
-                             "--split-search-s' (default: the server's default)")
-    engine.add_argument("--batch-sizes", default="1,2,4,8", metavar="N,N,...",
-                        help="batch sizes to try, one pass each (default: 1,2,4,8)")
-    engine.add_argument("--repeats", type=int, default=1,
-                        help="rounds over all batch sizes, interleaved; the ceiling is the best pass (default: 1)")
+    engine.add_argument(
+        "--split-search-s",
+        type=float,
+        default=None,
+        help="seconds searched for a quiet cut before each 30 s boundary, as 'voxlane serve "
+        "--split-search-s' (default: the server's default)",
+    )
+    engine.add_argument(
+        "--batch-sizes",
+        default="1,2,4,8",
+        metavar="N,N,...",
+        help="batch sizes to try, one pass each (default: 1,2,4,8)",
+    )
+    engine.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="rounds over all batch sizes, interleaved; the ceiling is the best pass (default: 1)",
+    )
     engine.add_argument("--save-result", action="store_true", help="write the figures as JSON")
     engine.add_argument("--result-dir", default=".", help="directory of the JSON (default: .)")
     engine.add_argument("--result-filename", help="JSON file name (default: engine-YYYYMMDD-HHMMSS.json)")
     engine.set_defaults(func=_guard(_engine))
 
     accuracy = bench_sub.add_parser(
-        "accuracy", help="WER of a server against plain faster-whisper on the same files, in the same run",
+        "accuracy",
+        help="WER of a server against plain faster-whisper on the same files, in the same run",
         description="Transcribe every file of the dataset once through the server (at --max-concurrency "
-                    "requests at once), through faster-whisper's sequential WhisperModel.transcribe and through "
-                    "its BatchedInferencePipeline with VAD (same model, compute type and beam size), and print "
-                    "WER with substitutions / deletions / insertions per file and for the corpus.",
+        "requests at once), through faster-whisper's sequential WhisperModel.transcribe and through "
+        "its BatchedInferencePipeline with VAD (same model, compute type and beam size), and print "
+        "WER with substitutions / deletions / insertions per file and for the corpus.",
     )
     add_load_arguments(accuracy, sweep=False)
     for action in accuracy._actions:
         if action.dest == "max_concurrency":
             action.default, action.help = 8, "requests in flight at most at the server (default: 8)"
     ref = accuracy.add_argument_group("faster-whisper reference")
-    ref.add_argument("--reference-model", default=DEFAULT_MODEL_NAME,
-                     help=f"'{DEFAULT_MODEL_NAME}' (bundled) or a CTranslate2 Whisper model directory: the model the "
-                          f"server runs (default: {DEFAULT_MODEL_NAME})")
+    ref.add_argument(
+        "--reference-model",
+        default=DEFAULT_MODEL_NAME,
+        help=f"'{DEFAULT_MODEL_NAME}' (bundled) or a CTranslate2 Whisper model directory: the model the "
+        f"server runs (default: {DEFAULT_MODEL_NAME})",
+    )
     ref.add_argument("--compute-type", default="int8", help="CTranslate2 compute type (default: int8)")
     ref.add_argument("--beam-size", type=int, default=1, help="1 = greedy, as the server's default (default: 1)")
     ref.add_argument("--threads", type=int, default=2, help="CTranslate2 threads of the reference (default: 2)")
-    ref.add_argument("--batch-size", type=int, default=8,
-                     help="batch size of the BatchedInferencePipeline (default: 8)")
+    ref.add_argument(
+        "--batch-size", type=int, default=8, help="batch size of the BatchedInferencePipeline (default: 8)"
+    )
     ref.add_argument("--language", default="en", help="language= for the reference and the server (default: en)")
-    ref.add_argument("--systems", default=",".join(("server", "faster-whisper", "fw-batched-vad")),
-                     metavar="NAME,...", help="which to run: server, faster-whisper, fw-batched-vad (default: all)")
+    ref.add_argument(
+        "--systems",
+        default=",".join(("server", "faster-whisper", "fw-batched-vad")),
+        metavar="NAME,...",
+        help="which to run: server, faster-whisper, fw-batched-vad (default: all)",
+    )
     accuracy.set_defaults(func=_guard(_accuracy))
 
 
@@ -122,8 +151,10 @@ def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
 
 def _check_model(flag: str, model: str) -> None:
     if model != DEFAULT_MODEL_NAME and not (Path(model) / "model.bin").is_file():
-        raise ValueError(f"{flag} {model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper model "
-                         "directory (a folder with model.bin)")
+        raise ValueError(
+            f"{flag} {model!r} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper model "
+            "directory (a folder with model.bin)"
+        )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -177,10 +208,17 @@ def _engine(args: argparse.Namespace) -> int:
         raise ValueError("--engine-threads, --beam-size and --repeats must be at least 1")
     _check_model("--model", args.model)
     items = load_audio_dataset(args.dataset, min_duration_s=args.min_duration_s, max_duration_s=args.max_duration_s)
-    opts = EngineBenchOptions(model=args.model, compute_type=args.compute_type, engine_threads=args.engine_threads,
-                              beam_size=args.beam_size, batch_sizes=batch_sizes, num_prompts=args.num_prompts,
-                              seed=args.seed, repeats=args.repeats, **({"split_search_s": args.split_search_s}
-                                                 if args.split_search_s is not None else {}))
+    opts = EngineBenchOptions(
+        model=args.model,
+        compute_type=args.compute_type,
+        engine_threads=args.engine_threads,
+        beam_size=args.beam_size,
+        batch_sizes=batch_sizes,
+        num_prompts=args.num_prompts,
+        seed=args.seed,
+        repeats=args.repeats,
+        **({"split_search_s": args.split_search_s} if args.split_search_s is not None else {}),
+    )
     result = run_engine_bench(opts, items, args.dataset)
     print(format_engine_result(result))
     if args.save_result or args.result_filename:
@@ -218,21 +256,33 @@ def _accuracy(args: argparse.Namespace) -> int:
     if "server" in systems:
         runs.append(accuracy.run_server(opts, items))
     if "faster-whisper" in systems or "fw-batched-vad" in systems:
-        fw = accuracy.faster_whisper_model(str(default_model_path() if model == DEFAULT_MODEL_NAME else model),
-                                           args.compute_type, args.threads)
+        fw = accuracy.faster_whisper_model(
+            str(default_model_path() if model == DEFAULT_MODEL_NAME else model), args.compute_type, args.threads
+        )
         if "faster-whisper" in systems:
             runs.append(accuracy.run_faster_whisper(fw, items, args.beam_size, args.language or None))
         if "fw-batched-vad" in systems:
-            runs.append(accuracy.run_faster_whisper_batched(fw, items, args.beam_size, args.language or None,
-                                                            args.batch_size))
+            runs.append(
+                accuracy.run_faster_whisper_batched(fw, items, args.beam_size, args.language or None, args.batch_size)
+            )
     result = accuracy.table(items, runs, normalise)
-    result |= {"benchmark": "accuracy", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dataset": opts.dataset,
-               "base_url": opts.base_url, "max_concurrency": opts.max_concurrency, "reference_model": model,
-               "compute_type": args.compute_type, "beam_size": args.beam_size, "normaliser": name,
-               "errors": {run.name: run.errors[:3] for run in runs if run.errors}}
+    result |= {
+        "benchmark": "accuracy",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "dataset": opts.dataset,
+        "base_url": opts.base_url,
+        "max_concurrency": opts.max_concurrency,
+        "reference_model": model,
+        "compute_type": args.compute_type,
+        "beam_size": args.beam_size,
+        "normaliser": name,
+        "errors": {run.name: run.errors[:3] for run in runs if run.errors},
+    }
     print(f"{'=' * 20} voxlane bench accuracy {'=' * 20}")
-    print(f"{len(items)} files from {opts.dataset}; server {opts.base_url} at {opts.max_concurrency} at once; "
-          f"faster-whisper {model} ({args.compute_type}, beam {args.beam_size}); normaliser: {name}")
+    print(
+        f"{len(items)} files from {opts.dataset}; server {opts.base_url} at {opts.max_concurrency} at once; "
+        f"faster-whisper {model} ({args.compute_type}, beam {args.beam_size}); normaliser: {name}"
+    )
     print(accuracy.format_table(result, [run.name for run in runs]))
     for run in runs:
         for error in run.errors[:3]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".mp4", ".webm", ".aac")
 
@@ -63,8 +63,9 @@ class TextSample:
     text: str
 
 
-def load_audio_dataset(spec: str, *, min_duration_s: float = 0.0,
-                       max_duration_s: float = float("inf")) -> list[AudioSample]:
+def load_audio_dataset(
+    spec: str, *, min_duration_s: float = 0.0, max_duration_s: float = float("inf")
+) -> list[AudioSample]:
     if spec.startswith("hf:"):
         samples = _load_hf(spec[3:])
     else:
@@ -74,12 +75,16 @@ def load_audio_dataset(spec: str, *, min_duration_s: float = 0.0,
         elif path.is_file():
             samples = _load_jsonl(path)
         else:
-            raise DatasetError(f"--dataset {spec!r}: no such file or directory; pass a manifest .jsonl, a directory "
-                               "of audio files or hf:NAME[:split]")
+            raise DatasetError(
+                f"--dataset {spec!r}: no such file or directory; pass a manifest .jsonl, a directory "
+                "of audio files or hf:NAME[:split]"
+            )
     kept = [s for s in samples if min_duration_s <= s.duration_s <= max_duration_s]
     if not kept:
-        raise DatasetError(f"--dataset {spec!r} holds no audio between {min_duration_s:g} s and {max_duration_s:g} s "
-                           f"({len(samples)} files in all): widen --min-duration-s / --max-duration-s")
+        raise DatasetError(
+            f"--dataset {spec!r} holds no audio between {min_duration_s:g} s and {max_duration_s:g} s "
+            f"({len(samples)} files in all): widen --min-duration-s / --max-duration-s"
+        )
     return kept
 
 
@@ -90,8 +95,10 @@ def load_text_dataset(spec: str | None) -> list[TextSample]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"--dataset {spec!r}: cannot read it ({exc}); for speech pass a UTF-8 text file with "
-                           "one input per line, or leave --dataset out for the built-in paragraphs") from None
+        raise DatasetError(
+            f"--dataset {spec!r}: cannot read it ({exc}); for speech pass a UTF-8 text file with "
+            "one input per line, or leave --dataset out for the built-in paragraphs"
+        ) from None
     texts = [TextSample(line.strip()) for line in lines if line.strip()]
     if not texts:
         raise DatasetError(f"--dataset {spec!r} has no non-empty lines")
@@ -107,6 +114,7 @@ def request_order(n_items: int, num_prompts: int, seed: int) -> list[int]:
 
 # --- sources ---------------------------------------------------------------------------------------
 
+
 def _load_jsonl(path: Path) -> list[AudioSample]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -120,13 +128,20 @@ def _load_jsonl(path: Path) -> list[AudioSample]:
             row = json.loads(line)
             audio_path = path.parent / row["audio"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise DatasetError(f"{path}:{n}: not a manifest line ({exc!r}); each line must be a JSON object with "
-                               "'audio' (path relative to the manifest), 'text' and 'duration_s'") from None
+            raise DatasetError(
+                f"{path}:{n}: not a manifest line ({exc!r}); each line must be a JSON object with "
+                "'audio' (path relative to the manifest), 'text' and 'duration_s'"
+            ) from None
         data = _read_bytes(audio_path, f"{path}:{n}")
         duration = row.get("duration_s")
-        samples.append(AudioSample(audio_path.name, data,
-                                   float(duration) if duration is not None else _duration_s(data, audio_path),
-                                   row.get("text")))
+        samples.append(
+            AudioSample(
+                audio_path.name,
+                data,
+                float(duration) if duration is not None else _duration_s(data, audio_path),
+                row.get("text"),
+            )
+        )
     if not samples:
         raise DatasetError(f"--dataset {str(path)!r} has no manifest lines")
     return samples
@@ -151,25 +166,36 @@ def _load_hf(spec: str) -> list[AudioSample]:
     try:
         import datasets
     except ImportError:
-        raise DatasetError(f"--dataset hf:{spec} needs the 'datasets' library: pip install datasets "
-                           "(and the data set in its local cache, since the benchmark does not download)") from None
+        raise DatasetError(
+            f"--dataset hf:{spec} needs the 'datasets' library: pip install datasets "
+            "(and the data set in its local cache, since the benchmark does not download)"
+        ) from None
     try:
         ds = datasets.load_dataset(name, split=split, download_mode="reuse_cache_if_exists")
-    except Exception as exc:  # noqa: BLE001 - datasets raises many kinds when offline or absent
-        raise DatasetError(f"--dataset hf:{spec}: could not load {name!r} split {split!r} from the local cache "
-                           f"({type(exc).__name__}: {exc}); download it first with datasets.load_dataset while "
-                           "online, or pass a manifest .jsonl or a directory") from None
+    except Exception as exc:
+        raise DatasetError(
+            f"--dataset hf:{spec}: could not load {name!r} split {split!r} from the local cache "
+            f"({type(exc).__name__}: {exc}); download it first with datasets.load_dataset while "
+            "online, or pass a manifest .jsonl or a directory"
+        ) from None
     import soundfile
 
-    text_column = next((c for c in ("text", "sentence", "transcription", "normalized_text") if c in ds.column_names),
-                       None)
+    text_column = next(
+        (c for c in ("text", "sentence", "transcription", "normalized_text") if c in ds.column_names), None
+    )
     samples = []
     for i, row in enumerate(ds):
         audio = row["audio"]
         buf = io.BytesIO()
         soundfile.write(buf, audio["array"], audio["sampling_rate"], format="WAV", subtype="PCM_16")
-        samples.append(AudioSample(f"{name}-{i}", buf.getvalue(), len(audio["array"]) / audio["sampling_rate"],
-                                   row[text_column] if text_column else None))
+        samples.append(
+            AudioSample(
+                f"{name}-{i}",
+                buf.getvalue(),
+                len(audio["array"]) / audio["sampling_rate"],
+                row[text_column] if text_column else None,
+            )
+        )
     return samples
 
 
@@ -185,7 +211,7 @@ def _duration_s(data: bytes, path: Path) -> float:
 
     try:
         return decode_audio(data, 24 * 3600.0).duration_s
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise DatasetError(f"{path}: not audio that can be decoded ({exc})") from None
 
 

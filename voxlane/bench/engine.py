@@ -3,15 +3,17 @@ in this process, with no HTTP, no engine process and no scheduler, at several ba
 
 One pass at batch size B: decode and split every request's audio, compute every window's log-mel features,
 then run all windows through ``WhisperRunner.run`` in batches of B (in request order, so a batch mixes
-requests as the server's does), then the continuations those asked for, in batches of B, until none is left. Everything runs one step after another on one Python thread; the runner
+requests as the server's does), then the continuations those asked for, in batches of B, until none is
+left. Everything runs one step after another on one Python thread; the runner
 uses ``--engine-threads`` native threads, as the server's engine does.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import decode_and_split, window_features
@@ -43,9 +45,14 @@ class EngineBenchOptions:
 
 def engine_config(opts: EngineBenchOptions) -> EngineConfig:
     path = default_model_path() if opts.model == DEFAULT_MODEL_NAME else opts.model
-    return EngineConfig(model_path=str(path), compute_type=opts.compute_type, engine_workers=1,
-                        engine_threads=opts.engine_threads, beam_size=opts.beam_size,
-                        max_batch_size=max(opts.batch_sizes))
+    return EngineConfig(
+        model_path=str(path),
+        compute_type=opts.compute_type,
+        engine_workers=1,
+        engine_threads=opts.engine_threads,
+        beam_size=opts.beam_size,
+        max_batch_size=max(opts.batch_sizes),
+    )
 
 
 def run_engine_bench(opts: EngineBenchOptions, items: Sequence[AudioSample], dataset: str) -> dict[str, Any]:
@@ -67,9 +74,14 @@ def run_engine_bench(opts: EngineBenchOptions, items: Sequence[AudioSample], dat
     per_batch = []
     for batch_size in opts.batch_sizes:
         mine = [p for p in passes if p["batch_size"] == batch_size]
-        per_batch.append({"batch_size": batch_size, "best_rtfx": max(p["rtfx"] for p in mine),
-                          "median_rtfx": metrics.percentile([p["rtfx"] for p in mine], 50),
-                          "best_runner_rtfx": max(p["runner_rtfx"] for p in mine)})
+        per_batch.append(
+            {
+                "batch_size": batch_size,
+                "best_rtfx": max(p["rtfx"] for p in mine),
+                "median_rtfx": metrics.percentile([p["rtfx"] for p in mine], 50),
+                "best_runner_rtfx": max(p["runner_rtfx"] for p in mine),
+            }
+        )
     return {
         "benchmark": "engine",
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -90,8 +102,14 @@ def run_engine_bench(opts: EngineBenchOptions, items: Sequence[AudioSample], dat
     }
 
 
-def _one_pass(runner: Any, opts: EngineBenchOptions, requests: Sequence[AudioSample], audio_s: float,
-              batch_size: int, normalise: Any) -> dict[str, Any]:
+def _one_pass(
+    runner: Any,
+    opts: EngineBenchOptions,
+    requests: Sequence[AudioSample],
+    audio_s: float,
+    batch_size: int,
+    normalise: Any,
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     works = _prepare(runner, requests, opts.split_search_s)
     t_prep = time.perf_counter() - t0
@@ -124,7 +142,7 @@ def run_windows(runner: Any, works: Sequence[WindowPass], batch_size: int) -> tu
     while pending:
         later = []
         for start in range(0, len(pending), batch_size):
-            batch = pending[start:start + batch_size]
+            batch = pending[start : start + batch_size]
             out = runner.run(batch)
             if len(out) != len(batch):
                 raise RuntimeError(f"the runner returned {len(out)} results for a batch of {len(batch)}")
@@ -145,11 +163,18 @@ def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float
     for i, request in enumerate(requests):
         samples, windows = decode_and_split(request.data, MAX_DURATION_S, split_search_s)
         for index, (start, end, speech) in enumerate(windows):
-            features, n_frames, speech = window_features(samples[start:end], runner.n_mels, start / TARGET_RATE,
-                                                         speech)
-            msg = WindowRequest(request_id=str(i), index=index, count=len(windows), offset_s=start / TARGET_RATE,
-                                duration_s=(end - start) / TARGET_RATE, n_frames=n_frames, n_mels=runner.n_mels,
-                                options=options, speech=speech)
+            features, n_frames, speech = window_features(samples[start:end], runner.n_mels, start / TARGET_RATE, speech)
+            msg = WindowRequest(
+                request_id=str(i),
+                index=index,
+                count=len(windows),
+                offset_s=start / TARGET_RATE,
+                duration_s=(end - start) / TARGET_RATE,
+                n_frames=n_frames,
+                n_mels=runner.n_mels,
+                options=options,
+                speech=speech,
+            )
             works.append(WindowPass(msg, features))
     return works
 
@@ -167,18 +192,27 @@ def _warm_up(runner: Any, request: AudioSample) -> None:
 
 
 def format_engine_result(r: dict[str, Any]) -> str:
-    lines = [f"{'=' * 20} voxlane bench engine {'=' * 20}",
-             f"model {r['model']} ({r['compute_type']}, {r['engine_threads']} threads, beam {r['beam_size']}); "
-             f"{r['num_prompts']} requests, {r['input_audio_s']:.1f} s of audio from {r['dataset']}",
-             f"{'round':>6}{'batch':>6}{'windows':>9}{'prepare s':>11}{'runner s':>10}{'RTFx':>9}{'runner RTFx':>13}"
-             f"{'WER':>8}{'contin.':>9}"]
+    lines = [
+        f"{'=' * 20} voxlane bench engine {'=' * 20}",
+        f"model {r['model']} ({r['compute_type']}, {r['engine_threads']} threads, beam {r['beam_size']}); "
+        f"{r['num_prompts']} requests, {r['input_audio_s']:.1f} s of audio from {r['dataset']}",
+        f"{'round':>6}{'batch':>6}{'windows':>9}{'prepare s':>11}{'runner s':>10}{'RTFx':>9}{'runner RTFx':>13}"
+        f"{'WER':>8}{'contin.':>9}",
+    ]
     for p in r["passes"]:
         wer = "-" if p["wer"] != p["wer"] else f"{100 * p['wer']:.1f}%"
-        lines.append(f"{p['round'] + 1:>6}{p['batch_size']:>6}{p['windows']:>9}{p['prepare_s']:>11.2f}"
-                     f"{p['runner_s']:>10.2f}{p['rtfx']:>9.1f}{p['runner_rtfx']:>13.1f}{wer:>8}{p['continuations']:>9}")
+        lines.append(
+            f"{p['round'] + 1:>6}{p['batch_size']:>6}{p['windows']:>9}{p['prepare_s']:>11.2f}"
+            f"{p['runner_s']:>10.2f}{p['rtfx']:>9.1f}{p['runner_rtfx']:>13.1f}{wer:>8}{p['continuations']:>9}"
+        )
     if r["repeats"] > 1:
-        lines.append("best RTFx per batch size: " + ", ".join(
-            f"{b['batch_size']}: {b['best_rtfx']:.1f} (median {b['median_rtfx']:.1f})" for b in r["per_batch_size"]))
-    lines.append(f"ceiling: RTFx {r['rtfx']:.1f} at batch size {r['best_batch_size']} "
-                 f"(runner alone: {r['runner_rtfx']:.1f})")
+        lines.append(
+            "best RTFx per batch size: "
+            + ", ".join(
+                f"{b['batch_size']}: {b['best_rtfx']:.1f} (median {b['median_rtfx']:.1f})" for b in r["per_batch_size"]
+            )
+        )
+    lines.append(
+        f"ceiling: RTFx {r['rtfx']:.1f} at batch size {r['best_batch_size']} (runner alone: {r['runner_rtfx']:.1f})"
+    )
     return "\n".join(lines)

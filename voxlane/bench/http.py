@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Mapping
 from urllib.parse import urlsplit
 
 _READ_SIZE = 65536
@@ -31,7 +31,7 @@ class RawResponse:
         self._timeout_s = timeout_s
         self._done = False
 
-    async def _read(self, reader: asyncio.StreamReader, coro_fn, *args):  # type: ignore[no-untyped-def]
+    async def _read(self, reader: asyncio.StreamReader, coro_fn, *args):
         async with asyncio.timeout(self._timeout_s):
             return await coro_fn(*args)
 
@@ -102,25 +102,39 @@ class RawClient:
         self._reader = self._writer = None
 
     async def _connect(self, scheme: str, host: str, port: int, timeout_s: float) -> None:
-        if self._writer is not None and self._origin == (scheme, host, port) and not self._reader.at_eof():
+        if (
+            self._writer is not None
+            and self._reader is not None
+            and self._origin == (scheme, host, port)
+            and not self._reader.at_eof()
+        ):
             return
         self._close()
         async with asyncio.timeout(timeout_s):
             self._reader, self._writer = await asyncio.open_connection(
-                host, port, ssl=self._tls or ssl.create_default_context() if scheme == "https" else None,
-                limit=2**20)
+                host, port, ssl=self._tls or ssl.create_default_context() if scheme == "https" else None, limit=2**20
+            )
         self._origin = (scheme, host, port)
 
     @asynccontextmanager
-    async def stream(self, method: str, url: str, *, content: bytes = b"", headers: Mapping[str, str] | None = None,
-                     timeout: float = 600.0) -> AsyncIterator[RawResponse]:
+    async def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 600.0,
+    ) -> AsyncIterator[RawResponse]:
         parts = urlsplit(url)
         scheme, host = parts.scheme, parts.hostname or "127.0.0.1"
         port = parts.port or (443 if scheme == "https" else 80)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Length: {len(content)}\r\n"
-                f"{self._headers}{extra}\r\n").encode("latin-1")
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Length: {len(content)}\r\n"
+            f"{self._headers}{extra}\r\n"
+        ).encode("latin-1")
         for attempt in (0, 1):  # a kept-alive connection the server closed meanwhile: reconnect once
             await self._connect(scheme, host, port, min(timeout, 10.0))
             assert self._writer is not None and self._reader is not None
@@ -145,6 +159,7 @@ class RawClient:
             self._close()
             raise HTTPError(f"not an HTTP status line: {status_line[:80]!r}") from None
         response_headers: dict[str, str] = {}
+        assert self._reader is not None  # set by _connect
         async with asyncio.timeout(timeout):
             while (line := await self._reader.readline()) not in (b"\r\n", b"\n", b""):
                 name, _, value = line.decode("latin-1").partition(":")

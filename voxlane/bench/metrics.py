@@ -5,11 +5,12 @@ Nothing here does I/O or reads a clock, so every figure is tested on constructed
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -29,8 +30,7 @@ def latency_stats(values_s: Sequence[float]) -> dict[str, float]:
     if not values_s:
         return {k: math.nan for k in ("mean", "median", "std", "p50", "p90", "p95", "p99", "max")}
     arr = np.asarray(values_s, dtype=float) * 1000.0
-    out = {"mean": float(arr.mean()), "median": float(np.median(arr)), "std": float(arr.std()),
-           "max": float(arr.max())}
+    out = {"mean": float(arr.mean()), "median": float(np.median(arr)), "std": float(arr.std()), "max": float(arr.max())}
     for p in LATENCY_PERCENTILES:
         out[f"p{p}"] = float(np.percentile(arr, p))
     return out
@@ -43,7 +43,7 @@ def rtfx(audio_s: float, wall_s: float) -> float:
 
 def inter_chunk_s(arrivals_s: Sequence[float]) -> list[float]:
     """Gaps between consecutive chunk arrivals of one stream."""
-    return [b - a for a, b in zip(arrivals_s, arrivals_s[1:])]
+    return [b - a for a, b in itertools.pairwise(arrivals_s)]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ def simulate_playback(chunks: Sequence[tuple[float, float]]) -> Continuity:
 
 # --- accuracy ------------------------------------------------------------------------------------
 
+
 def basic_normaliser(text: str) -> str:
     """Lower case, drop accents and punctuation (keeping apostrophes inside words), squeeze spaces.
 
@@ -104,8 +105,9 @@ def text_normaliser() -> tuple[str, Callable[[str], str]]:
     return "whisper EnglishTextNormalizer (whisper-normalizer)", EnglishTextNormalizer()
 
 
-def word_error_rate(references: Iterable[str], hypotheses: Iterable[str],
-                    normalise: Callable[[str], str]) -> tuple[float, int]:
+def word_error_rate(
+    references: Iterable[str], hypotheses: Iterable[str], normalise: Callable[[str], str]
+) -> tuple[float, int]:
     """Corpus WER (all substitutions + deletions + insertions / all reference words) after ``normalise``,
     and how many pairs counted. Pairs whose normalised reference is empty are left out."""
     import jiwer

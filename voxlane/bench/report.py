@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from voxlane import __version__
 from voxlane.bench import metrics
@@ -85,8 +86,9 @@ def _transcription(ok: Sequence[RequestOutput], wall: float) -> dict[str, Any]:
     }
 
 
-def _speech(opts: BenchOptions, ok: Sequence[RequestOutput], wall: float,
-            asr: Sequence[RequestOutput] | None) -> dict[str, Any]:
+def _speech(
+    opts: BenchOptions, ok: Sequence[RequestOutput], wall: float, asr: Sequence[RequestOutput] | None
+) -> dict[str, Any]:
     audio_s = sum(o.output_audio_s for o in ok)
     timed = [o for o in ok if o.audio_chunks]
     plays = [metrics.simulate_playback(o.audio_chunks) for o in timed]
@@ -111,17 +113,27 @@ def _speech(opts: BenchOptions, ok: Sequence[RequestOutput], wall: float,
         name, normalise = metrics.text_normaliser()
         good = [o for o in asr if o.success]
         wer, counted = metrics.word_error_rate([o.reference or "" for o in good], [o.text for o in good], normalise)
-        result["asr_check"] = {"url": opts.asr_check_url, "wer": wer, "requests": counted,
-                               "failed": len(asr) - len(good), "normaliser": name,
-                               "errors": _first_errors([o for o in asr if not o.success])}
+        result["asr_check"] = {
+            "url": opts.asr_check_url,
+            "wer": wer,
+            "requests": counted,
+            "failed": len(asr) - len(good),
+            "normaliser": name,
+            "errors": _first_errors([o for o in asr if not o.success]),
+        }
     return result
 
 
 def _plain_stats(values: Sequence[float]) -> dict[str, float]:
     if not values:
         return {k: math.nan for k in ("mean", "median", "p90", "p99", "max")}
-    return {"mean": sum(values) / len(values), "median": metrics.percentile(values, 50),
-            "p90": metrics.percentile(values, 90), "p99": metrics.percentile(values, 99), "max": float(max(values))}
+    return {
+        "mean": sum(values) / len(values),
+        "median": metrics.percentile(values, 50),
+        "p90": metrics.percentile(values, 90),
+        "p99": metrics.percentile(values, 99),
+        "max": float(max(values)),
+    }
 
 
 def _health(opts: BenchOptions, outcome: RunOutcome) -> dict[str, Any] | None:
@@ -129,21 +141,36 @@ def _health(opts: BenchOptions, outcome: RunOutcome) -> dict[str, Any] | None:
     if probe is None:
         return None
     stats = metrics.latency_stats(probe.latencies_s)
-    return {"path": opts.probe_health, "interval_ms": opts.probe_interval_ms, "probes": probe.count,
-            "failures": probe.failures, "errors": probe.first_errors,
-            "latency_ms": {k: stats[k] for k in ("p50", "p95", "p99", "max")}}
+    return {
+        "path": opts.probe_health,
+        "interval_ms": opts.probe_interval_ms,
+        "probes": probe.count,
+        "failures": probe.failures,
+        "errors": probe.first_errors,
+        "latency_ms": {k: stats[k] for k in ("p50", "p95", "p99", "max")},
+    }
 
 
 def _detail(o: RequestOutput) -> dict[str, Any]:
     t0 = o.start_s
-    return {"success": o.success, "error": o.error or None, "start_s": o.start_s, "latency_s": o.latency_s,
-            "input_audio_s": o.input_audio_s or None, "output_audio_s": o.output_audio_s or None,
-            "ttft_s": o.ttft_s, "ttfp_s": o.ttfp_s, "text": o.text or None, "reference": o.reference,
-            "chunk_offsets_s": [t - t0 for t in o.chunk_arrivals_s] or None,
-            "audio_chunks": [[t - t0, d] for t, d in o.audio_chunks] or None}
+    return {
+        "success": o.success,
+        "error": o.error or None,
+        "start_s": o.start_s,
+        "latency_s": o.latency_s,
+        "input_audio_s": o.input_audio_s or None,
+        "output_audio_s": o.output_audio_s or None,
+        "ttft_s": o.ttft_s,
+        "ttfp_s": o.ttfp_s,
+        "text": o.text or None,
+        "reference": o.reference,
+        "chunk_offsets_s": [t - t0 for t in o.chunk_arrivals_s] or None,
+        "audio_chunks": [[t - t0, d] for t, d in o.audio_chunks] or None,
+    }
 
 
 # --- output --------------------------------------------------------------------------------------------
+
 
 def _ms(stats: dict[str, float] | None, key: str) -> str:
     if not stats or math.isnan(stats.get(key, math.nan)):
@@ -152,43 +179,60 @@ def _ms(stats: dict[str, float] | None, key: str) -> str:
 
 
 def format_result(r: dict[str, Any]) -> str:
-    lines = [f"{'=' * 20} voxlane bench: {r['backend']} {'=' * 20}",
-             f"{'Server':<40}{r['base_url']} (model {r['model']})",
-             f"{'Dataset':<40}{r['dataset']} ({r['dataset_size']} items)",
-             f"{'Max concurrency / request rate':<40}{r['max_concurrency']} / {r['request_rate']}",
-             f"{'Successful / failed requests':<40}{r['completed']} / {r['failed']}",
-             f"{'Benchmark duration (s)':<40}{r['duration_s']:.2f}",
-             f"{'Request throughput (req/s)':<40}{r['request_throughput']:.3f}"]
+    lines = [
+        f"{'=' * 20} voxlane bench: {r['backend']} {'=' * 20}",
+        f"{'Server':<40}{r['base_url']} (model {r['model']})",
+        f"{'Dataset':<40}{r['dataset']} ({r['dataset_size']} items)",
+        f"{'Max concurrency / request rate':<40}{r['max_concurrency']} / {r['request_rate']}",
+        f"{'Successful / failed requests':<40}{r['completed']} / {r['failed']}",
+        f"{'Benchmark duration (s)':<40}{r['duration_s']:.2f}",
+        f"{'Request throughput (req/s)':<40}{r['request_throughput']:.3f}",
+    ]
     if r["backend"] == "openai-audio":
-        lines += [f"{'Audio transcribed (s)':<40}{r['input_audio_s']:.1f}",
-                  f"{'RTFx (audio s / wall s)':<40}{r['rtfx']:.2f}",
-                  f"{'WER':<40}{_pct(r['wer'])} over {r['wer_requests']} requests ({r['normaliser']})"]
+        lines += [
+            f"{'Audio transcribed (s)':<40}{r['input_audio_s']:.1f}",
+            f"{'RTFx (audio s / wall s)':<40}{r['rtfx']:.2f}",
+            f"{'WER':<40}{_pct(r['wer'])} over {r['wer_requests']} requests ({r['normaliser']})",
+        ]
     else:
         c = r["continuity"]
-        lines += [f"{'Audio produced (s)':<40}{r['output_audio_s']:.1f}",
-                  f"{'Audio s per wall s':<40}{r['audio_s_per_wall_s']:.2f}",
-                  f"{'RTF (E2E / audio s) median':<40}{_num(r['rtf']['median'])}",
-                  f"{'Streams with max stall < threshold':<40}{_pct(c['smooth_share'])} "
-                  f"(threshold {c['stall_threshold_ms']:g} ms, {c['streams']} streams)",
-                  f"{'Underruns (total / max per stream)':<40}{c['underruns_total']} / {_num(c['underruns_per_stream']['max'], 0)}",
-                  f"{'Largest stall per stream (ms) p50/max':<40}{_num(c['max_stall_ms']['median'], 1)} / "
-                  f"{_num(c['max_stall_ms']['max'], 1)}"]
+        lines += [
+            f"{'Audio produced (s)':<40}{r['output_audio_s']:.1f}",
+            f"{'Audio s per wall s':<40}{r['audio_s_per_wall_s']:.2f}",
+            f"{'RTF (E2E / audio s) median':<40}{_num(r['rtf']['median'])}",
+            f"{'Streams with max stall < threshold':<40}{_pct(c['smooth_share'])} "
+            f"(threshold {c['stall_threshold_ms']:g} ms, {c['streams']} streams)",
+            f"{'Underruns (total / max per stream)':<40}{c['underruns_total']} / "
+            f"{_num(c['underruns_per_stream']['max'], 0)}",
+            f"{'Largest stall per stream (ms) p50/max':<40}{_num(c['max_stall_ms']['median'], 1)} / "
+            f"{_num(c['max_stall_ms']['max'], 1)}",
+        ]
         if "asr_check" in r:
             a = r["asr_check"]
             lines.append(f"{'ASR check WER':<40}{_pct(a['wer'])} over {a['requests']} ({a['failed']} failed)")
     lines.append(f"{'Latency (ms)':<16}{'mean':>9}{'median':>9}{'p90':>9}{'p99':>9}{'max':>9}")
-    rows = [("E2E", r["e2el_ms"]), ("TTFT", r.get("ttft_ms")), ("inter-chunk", r.get("itl_ms")),
-            ("TTFP", r.get("ttfp_ms"))]
+    rows = [
+        ("E2E", r["e2el_ms"]),
+        ("TTFT", r.get("ttft_ms")),
+        ("inter-chunk", r.get("itl_ms")),
+        ("TTFP", r.get("ttfp_ms")),
+    ]
     for name, stats in rows:
         if stats:
-            lines.append(f"  {name:<14}" + "".join(f"{_ms(stats, k):>9}" for k in ("mean", "median", "p90", "p99", "max")))
+            lines.append(
+                f"  {name:<14}" + "".join(f"{_ms(stats, k):>9}" for k in ("mean", "median", "p90", "p99", "max"))
+            )
     h = r.get("health")
     if h:
         lat = h["latency_ms"]
-        lines.append(f"{'Health probe ' + h['path'] + ' (ms)':<40}p50 {_ms(lat, 'p50')}  p95 {_ms(lat, 'p95')}  "
-                     f"p99 {_ms(lat, 'p99')}  max {_ms(lat, 'max')}  ({h['probes']} probes, {h['failures']} failed)")
+        lines.append(
+            f"{'Health probe ' + h['path'] + ' (ms)':<40}p50 {_ms(lat, 'p50')}  p95 {_ms(lat, 'p95')}  "
+            f"p99 {_ms(lat, 'p99')}  max {_ms(lat, 'max')}  ({h['probes']} probes, {h['failures']} failed)"
+        )
     cl = r["client"]
-    lines.append(f"{'Generator CPU (ms/request, share)':<40}{cl['cpu_per_request_ms']:.2f}  {_pct(cl['cpu_share_of_wall'])}")
+    lines.append(
+        f"{'Generator CPU (ms/request, share)':<40}{cl['cpu_per_request_ms']:.2f}  {_pct(cl['cpu_share_of_wall'])}"
+    )
     for e in r["errors"]:
         lines.append(f"  error x{e['count']}: {e['error']}")
     return "\n".join(lines)

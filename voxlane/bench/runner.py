@@ -15,8 +15,9 @@ import random
 import ssl
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 
@@ -49,16 +50,25 @@ def load_inputs(opts: BenchOptions) -> list[Any]:
     """The dataset items, read into memory. Raises DatasetError."""
     if opts.backend == "openai-audio":
         if not opts.dataset:
-            raise ValueError("--backend openai-audio needs --dataset (a manifest .jsonl, a directory of audio files "
-                             "or hf:NAME[:split])")
+            raise ValueError(
+                "--backend openai-audio needs --dataset (a manifest .jsonl, a directory of audio files "
+                "or hf:NAME[:split])"
+            )
         return load_audio_dataset(opts.dataset, min_duration_s=opts.min_duration_s, max_duration_s=opts.max_duration_s)
     return load_text_dataset(opts.dataset)
 
 
 def request_spec(opts: BenchOptions) -> RequestSpec:
-    return RequestSpec(base_url=opts.base_url, model=opts.model, extra_body=opts.extra_body,
-                       timeout_s=opts.request_timeout_s, voice=opts.voice, response_format=opts.response_format,
-                       sample_rate=opts.sample_rate, keep_audio=opts.asr_check_url is not None)
+    return RequestSpec(
+        base_url=opts.base_url,
+        model=opts.model,
+        extra_body=opts.extra_body,
+        timeout_s=opts.request_timeout_s,
+        voice=opts.voice,
+        response_format=opts.response_format,
+        sample_rate=opts.sample_rate,
+        keep_audio=opts.asr_check_url is not None,
+    )
 
 
 def run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
@@ -167,12 +177,14 @@ async def wait_ready(base_url: str, timeout_s: float, headers: dict[str, str] | 
             await asyncio.sleep(READY_POLL_S)
 
 
-async def _asr_check(opts: BenchOptions, outputs: Sequence[RequestOutput],
-                     headers: dict[str, str]) -> list[RequestOutput]:
+async def _asr_check(
+    opts: BenchOptions, outputs: Sequence[RequestOutput], headers: dict[str, str]
+) -> list[RequestOutput]:
     """Transcribe every returned audio (after the timed run, so it does not load the server under test)."""
     assert opts.asr_check_url is not None
-    spec = RequestSpec(base_url=opts.asr_check_url, model=opts.asr_check_model, extra_body={},
-                       timeout_s=opts.request_timeout_s)
+    spec = RequestSpec(
+        base_url=opts.asr_check_url, model=opts.asr_check_model, extra_body={}, timeout_s=opts.request_timeout_s
+    )
     todo = [o for o in outputs if o.success and o.audio]
     results: list[RequestOutput] = []
     queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
@@ -223,6 +235,8 @@ class Progress:
         self.drawn = time.perf_counter()
         width = 30
         filled = width * self.done // max(1, self.total)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} requests "
-                         f"{100 * self.done / max(1, self.total):3.0f}%  {self.drawn - self.start:6.1f} s")
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} requests "
+            f"{100 * self.done / max(1, self.total):3.0f}%  {self.drawn - self.start:6.1f} s"
+        )
         sys.stderr.flush()

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from voxlane.bench import report, runner
 from voxlane.bench.options import BenchOptions
 
 
-def run_sweep(base: BenchOptions, levels: Sequence[int], items: Sequence[Any],
-              print_fn: Any = print) -> list[dict[str, Any]]:
-    results = []
+def run_sweep(
+    base: BenchOptions, levels: Sequence[int], items: Sequence[Any], print_fn: Any = print
+) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
     print_fn(table_header(base.backend))
     for level in levels:
         opts = replace(base, max_concurrency=level, num_warmups=base.num_warmups if not results else 0)
@@ -25,11 +27,33 @@ def run_sweep(base: BenchOptions, levels: Sequence[int], items: Sequence[Any],
     return results
 
 
-_TRANSCRIPTION_COLUMNS = (("conc", 5), ("ok", 5), ("fail", 5), ("req/s", 8), ("RTFx", 8), ("E2E p50", 9),
-                          ("E2E p90", 9), ("E2E p99", 9), ("TTFT p50", 9), ("WER", 7), ("health p99", 11))
-_SPEECH_COLUMNS = (("conc", 5), ("ok", 5), ("fail", 5), ("req/s", 8), ("audio/s", 8), ("TTFP p50", 9),
-                   ("TTFP p90", 9), ("TTFP p99", 9), ("E2E p50", 9), ("smooth", 7), ("underrun", 9),
-                   ("health p99", 11))
+_TRANSCRIPTION_COLUMNS = (
+    ("conc", 5),
+    ("ok", 5),
+    ("fail", 5),
+    ("req/s", 8),
+    ("RTFx", 8),
+    ("E2E p50", 9),
+    ("E2E p90", 9),
+    ("E2E p99", 9),
+    ("TTFT p50", 9),
+    ("WER", 7),
+    ("health p99", 11),
+)
+_SPEECH_COLUMNS = (
+    ("conc", 5),
+    ("ok", 5),
+    ("fail", 5),
+    ("req/s", 8),
+    ("audio/s", 8),
+    ("TTFP p50", 9),
+    ("TTFP p90", 9),
+    ("TTFP p99", 9),
+    ("E2E p50", 9),
+    ("smooth", 7),
+    ("underrun", 9),
+    ("health p99", 11),
+)
 
 
 def _columns(backend: str) -> tuple[tuple[str, int], ...]:
@@ -55,17 +79,37 @@ def table_row(r: dict[str, Any]) -> str:
     e2e = r["e2el_ms"]
     if r["backend"] == "openai-audio":
         ttft = r.get("ttft_ms") or {}
-        cells = [r["max_concurrency"], r["completed"], r["failed"], _fmt(r["request_throughput"], 2),
-                 _fmt(r["rtfx"], 1), _fmt(e2e["median"], 0), _fmt(e2e["p90"], 0), _fmt(e2e["p99"], 0),
-                 _fmt(ttft.get("median"), 0), _pct(r["wer"]), _fmt(health_p99, 1)]
+        cells = [
+            r["max_concurrency"],
+            r["completed"],
+            r["failed"],
+            _fmt(r["request_throughput"], 2),
+            _fmt(r["rtfx"], 1),
+            _fmt(e2e["median"], 0),
+            _fmt(e2e["p90"], 0),
+            _fmt(e2e["p99"], 0),
+            _fmt(ttft.get("median"), 0),
+            _pct(r["wer"]),
+            _fmt(health_p99, 1),
+        ]
     else:
         c, ttfp = r["continuity"], r["ttfp_ms"]
-        cells = [r["max_concurrency"], r["completed"], r["failed"], _fmt(r["request_throughput"], 2),
-                 _fmt(r["audio_s_per_wall_s"], 2), _fmt(ttfp["median"], 0), _fmt(ttfp["p90"], 0),
-                 _fmt(ttfp["p99"], 0), _fmt(e2e["median"], 0), _pct(c["smooth_share"]),
-                 _pct(c["underrun_share"]), _fmt(health_p99, 1)]
+        cells = [
+            r["max_concurrency"],
+            r["completed"],
+            r["failed"],
+            _fmt(r["request_throughput"], 2),
+            _fmt(r["audio_s_per_wall_s"], 2),
+            _fmt(ttfp["median"], 0),
+            _fmt(ttfp["p90"], 0),
+            _fmt(ttfp["p99"], 0),
+            _fmt(e2e["median"], 0),
+            _pct(c["smooth_share"]),
+            _pct(c["underrun_share"]),
+            _fmt(health_p99, 1),
+        ]
     cols = _columns(r["backend"])
-    return "|" + "|".join(f" {str(cell):>{width}} " for cell, (_, width) in zip(cells, cols)) + "|"
+    return "|" + "|".join(f" {cell!s:>{width}} " for cell, (_, width) in zip(cells, cols)) + "|"
 
 
 def _pct(x: Any) -> str:
@@ -134,10 +178,18 @@ def plot(results: Sequence[dict[str, Any]], stem: Path) -> list[Path]:
         save(fig, "ttfp")
 
         fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(levels, [100 * _nan(r["continuity"]["underrun_share"]) for r in results], "o-",
-                label="streams with an underrun")
-        ax.plot(levels, [100 * (1 - _nan(r["continuity"]["smooth_share"])) for r in results], "s--",
-                label=f"streams with a stall >= {results[0]['continuity']['stall_threshold_ms']:g} ms")
+        ax.plot(
+            levels,
+            [100 * _nan(r["continuity"]["underrun_share"]) for r in results],
+            "o-",
+            label="streams with an underrun",
+        )
+        ax.plot(
+            levels,
+            [100 * (1 - _nan(r["continuity"]["smooth_share"])) for r in results],
+            "s--",
+            label=f"streams with a stall >= {results[0]['continuity']['stall_threshold_ms']:g} ms",
+        )
         ax.set_ylabel("% of streams")
         ax.set_ylim(-2, 102)
         _concurrency_axis(ax, levels)

@@ -19,8 +19,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,8 +37,13 @@ _ABORTED_MEMORY = 4096  # request ids remembered after an abort, so late windows
 
 
 class EngineCore:
-    def __init__(self, runner: Runner, config: EngineConfig, on_batch_done: Callable[[], None] = lambda: None,
-                 tts_runner: SpeechRunner | None = None) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        config: EngineConfig,
+        on_batch_done: Callable[[], None] = lambda: None,
+        tts_runner: SpeechRunner | None = None,
+    ) -> None:
         self.runner = runner
         self.workers = config.engine_workers
         self.scheduler = AsrScheduler(config.max_batch_size, config.max_batch_wait_ms / 1000.0)

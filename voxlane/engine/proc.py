@@ -19,17 +19,29 @@ import queue
 import signal
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import zmq
 
+from voxlane.child import become_child
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
-from voxlane.child import become_child
 from voxlane.heap import freeze_startup_heap
-from voxlane.messages import (Abort, EngineFailed, EngineOutput, ProbeVoice, Ready, Shutdown, SpeechUnit,
-                              VoiceProbed, WindowRequest, decode_input, encode_output)
+from voxlane.messages import (
+    Abort,
+    EngineFailed,
+    EngineOutput,
+    ProbeVoice,
+    Ready,
+    Shutdown,
+    SpeechUnit,
+    VoiceProbed,
+    WindowRequest,
+    decode_input,
+    encode_output,
+)
 
 log = logging.getLogger("voxlane.engine")
 
@@ -67,8 +79,9 @@ def _output_thread(sock: zmq.Socket, outbox: queue.Queue[EngineOutput | SpeechCh
             return
 
 
-def _probe_thread(probes: queue.Queue[ProbeVoice | None],
-                  outbox: queue.Queue[EngineOutput | SpeechChunk | None]) -> None:
+def _probe_thread(
+    probes: queue.Queue[ProbeVoice | None], outbox: queue.Queue[EngineOutput | SpeechChunk | None]
+) -> None:
     from voxlane.runners.piper import BadVoice, probe_voice
 
     while True:
@@ -80,7 +93,7 @@ def _probe_thread(probes: queue.Queue[ProbeVoice | None],
             outbox.put(VoiceProbed(msg.request_id))
         except BadVoice as exc:
             outbox.put(VoiceProbed(msg.request_id, exc.part, exc.reason))
-        except Exception as exc:  # noqa: BLE001 - the uploader gets an answer whatever went wrong
+        except Exception as exc:
             log.exception("probing voice %s failed", msg.model_path)
             outbox.put(VoiceProbed(msg.request_id, "model", type(exc).__name__))
 
@@ -117,9 +130,17 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     probes: queue.Queue[ProbeVoice | None] = queue.Queue()
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
-    log.info("engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d); speech: 1 thread x %d "
-             "onnxruntime thread(s), %s order", config.model_path, config.compute_type, config.engine_workers,
-             config.engine_threads, config.max_batch_size, config.tts_threads, config.tts_order)
+    log.info(
+        "engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d); speech: 1 thread x %d "
+        "onnxruntime thread(s), %s order",
+        config.model_path,
+        config.compute_type,
+        config.engine_workers,
+        config.engine_threads,
+        config.max_batch_size,
+        config.tts_threads,
+        config.tts_order,
+    )
     try:
         _loop(core, inbox, outbox, probes, parent)
     finally:
@@ -174,8 +195,13 @@ def _load_runners(config: EngineConfig) -> tuple[Any, Any]:
     return runner, tts_runner
 
 
-def _loop(core: EngineCore, inbox: queue.Queue[Any], outbox: queue.Queue[EngineOutput | SpeechChunk | None],
-          probes: queue.Queue[ProbeVoice | None], parent: int) -> None:
+def _loop(
+    core: EngineCore,
+    inbox: queue.Queue[Any],
+    outbox: queue.Queue[EngineOutput | SpeechChunk | None],
+    probes: queue.Queue[ProbeVoice | None],
+    parent: int,
+) -> None:
     while True:
         timeout = core.next_timeout(time.monotonic())
         try:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -31,8 +31,9 @@ class SpeechChunk:
 
 
 class TtsCore:
-    def __init__(self, runner: SpeechRunner, order: str = "deadline",
-                 on_done: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, runner: SpeechRunner, order: str = "deadline", on_done: Callable[[], None] = lambda: None
+    ) -> None:
         self.runner = runner
         self.scheduler = TtsScheduler(order)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="voxlane-tts")
@@ -84,8 +85,7 @@ class TtsCore:
         try:
             pcm, rate = self.runner.synthesize(unit)
             return SpeechChunk(SpeechAudio(unit.request_id, unit.index, rate), pcm)
-        except Exception as exc:  # noqa: BLE001 - one bad unit fails its stream alone
+        except Exception as exc:
             log.exception("speech unit %d of %s failed", unit.index, unit.request_id)
             reason = str(exc) if isinstance(exc, (OSError, ValueError)) else "the voice failed on this text"
-            return SpeechChunk(SpeechAudio(unit.request_id, unit.index, 0, error=reason),
-                               np.empty(0, dtype=np.int16))
+            return SpeechChunk(SpeechAudio(unit.request_id, unit.index, 0, error=reason), np.empty(0, dtype=np.int16))

@@ -16,8 +16,9 @@ where a runner is built.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Self, Sequence
+from typing import Protocol, Self
 
 import numpy as np
 
@@ -53,16 +54,24 @@ class WindowPass:
         shift = int(round(resume_s * FRAMES_PER_SECOND))
         if not 0 < shift < self.msg.n_frames:
             raise ValueError(f"a continuation must start inside the window's audio, not at {resume_s:.2f} s")
-        features = pad_frames(self.features[:, shift:self.msg.n_frames], self.features.shape[1],
-                              float(self.features.max()))
+        features = pad_frames(
+            self.features[:, shift : self.msg.n_frames], self.features.shape[1], float(self.features.max())
+        )
         shift_s = shift / FRAMES_PER_SECOND
         msg = WindowRequest(
-            self.msg.request_id, self.msg.index, self.msg.count, round(self.msg.offset_s + shift_s, 6),
-            max(0.0, self.msg.duration_s - shift_s), self.msg.n_frames - shift, self.msg.n_mels, self.msg.options,
+            self.msg.request_id,
+            self.msg.index,
+            self.msg.count,
+            round(self.msg.offset_s + shift_s, 6),
+            max(0.0, self.msg.duration_s - shift_s),
+            self.msg.n_frames - shift,
+            self.msg.n_mels,
+            self.msg.options,
             self.msg.speech,
         )
-        return dataclasses.replace(self, msg=msg, features=features, passes=self.passes + 1,
-                                   earlier=self.earlier + segments)
+        return dataclasses.replace(
+            self, msg=msg, features=features, passes=self.passes + 1, earlier=self.earlier + segments
+        )
 
 
 @dataclass
@@ -78,8 +87,7 @@ class Runner(Protocol):
     is_multilingual: bool
     n_mels: int
 
-    def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
-        ...
+    def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]: ...
 
 
 class SpeechRunner(Protocol):

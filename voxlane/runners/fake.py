@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from voxlane.messages import Segment, WindowResult
 from voxlane.runners.base import WindowOutput, WindowPass
@@ -18,8 +18,12 @@ class FakeRunner:
     is_multilingual = False
     n_mels = 80
 
-    def __init__(self, delay_s: float = 0.0, fail_request_ids: frozenset[str] = frozenset(),
-                 stop_early: dict[tuple[str, int], int] | None = None) -> None:
+    def __init__(
+        self,
+        delay_s: float = 0.0,
+        fail_request_ids: frozenset[str] = frozenset(),
+        stop_early: dict[tuple[str, int], int] | None = None,
+    ) -> None:
         self.delay_s = delay_s
         self.fail_request_ids = fail_request_ids
         self.stop_early = stop_early or {}
@@ -44,6 +48,7 @@ class FakeRunner:
             early = w.passes < self.stop_early.get((w.request_id, w.msg.index), 0)
             length_s = w.msg.duration_s / 2 if early else w.msg.duration_s
             seg = Segment(w.msg.offset_s, w.msg.offset_s + length_s, text, [], 0.0, 1.0, 0.0, 0.0)
-            outputs.append(WindowOutput(WindowResult(w.request_id, w.msg.index, "en", [seg]),
-                                        resume_s=length_s if early else None))
+            outputs.append(
+                WindowOutput(WindowResult(w.request_id, w.msg.index, "en", [seg]), resume_s=length_s if early else None)
+            )
         return outputs

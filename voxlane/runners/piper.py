@@ -46,8 +46,9 @@ def session_options(threads: int) -> onnxruntime.SessionOptions:
 def load_voice(model_path: str, config_path: str, threads: int) -> LoadedVoice:
     """Load one Piper voice. Raises ValueError saying what is wrong with a voice that cannot serve."""
     config = load_voice_config(config_path)
-    session = onnxruntime.InferenceSession(model_path, sess_options=session_options(threads),
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        model_path, sess_options=session_options(threads), providers=["CPUExecutionProvider"]
+    )
     inputs = {i.name for i in session.get_inputs()}
     if not {"input", "input_lengths", "scales"} <= inputs:
         raise ValueError(f"the model's inputs are {sorted(inputs)}, not a Piper voice's (input, input_lengths, scales)")
@@ -72,7 +73,7 @@ def probe_voice(model_path: str, config_path: str, threads: int = 1) -> None:
         raise BadVoice("config", str(exc)) from None
     try:
         run_voice(load_voice(model_path, config_path, threads), _probe_unit(config))
-    except Exception as exc:  # noqa: BLE001 - any failure to load or run is the upload's fault
+    except Exception as exc:
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise BadVoice("model", reason) from None
 
@@ -84,8 +85,18 @@ def _probe_unit(config: VoiceConfig) -> SpeechUnit:
         ids.extend(id_map.get(symbol, []))
     if not ids:
         ids = [int(np.asarray(next(iter(id_map.values())))[0])]
-    return SpeechUnit("probe", 0, True, "", "", ids, config.length_scale, config.noise_scale, config.noise_w_scale,
-                      0 if config.num_speakers > 1 else None)
+    return SpeechUnit(
+        "probe",
+        0,
+        True,
+        "",
+        "",
+        ids,
+        config.length_scale,
+        config.noise_scale,
+        config.noise_w_scale,
+        0 if config.num_speakers > 1 else None,
+    )
 
 
 def run_voice(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:

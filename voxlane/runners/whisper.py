@@ -16,12 +16,13 @@ continues after one when voice activity detection finds speech in the rest of th
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import zlib
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 import ctranslate2
 import numpy as np
@@ -74,10 +75,11 @@ def model_n_mels(model_path: str | Path) -> int:
 
 
 class _Decoded:
-    __slots__ = ("tokens", "avg_logprob", "no_speech_prob", "temperature", "compression_ratio", "text")
+    __slots__ = ("avg_logprob", "compression_ratio", "no_speech_prob", "temperature", "text", "tokens")
 
-    def __init__(self, tokens: list[int], avg_logprob: float, no_speech_prob: float, temperature: float,
-                 text: str) -> None:
+    def __init__(
+        self, tokens: list[int], avg_logprob: float, no_speech_prob: float, temperature: float, text: str
+    ) -> None:
         self.tokens = tokens
         self.avg_logprob = avg_logprob
         self.no_speech_prob = no_speech_prob
@@ -97,8 +99,9 @@ class _Decoded:
 
 
 class WhisperRunner:
-    def __init__(self, model: ctranslate2.models.Whisper, hf_tokenizer: tokenizers.Tokenizer, beam_size: int,
-                 n_mels: int) -> None:
+    def __init__(
+        self, model: ctranslate2.models.Whisper, hf_tokenizer: tokenizers.Tokenizer, beam_size: int, n_mels: int
+    ) -> None:
         self.model = model
         self.hf_tokenizer = hf_tokenizer
         self.beam_size = beam_size
@@ -120,11 +123,11 @@ class WhisperRunner:
             raise FileNotFoundError(f"{path} has no tokenizer.json; copy the one of the original Whisper model there")
         return cls(model, tokenizers.Tokenizer.from_file(str(tokenizer_file)), config.beam_size, model_n_mels(path))
 
-    @lru_cache(maxsize=256)
+    @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
     def tokenizer(self, task: str, language: str) -> Tokenizer:
         return Tokenizer(self.hf_tokenizer, self.is_multilingual, task=task, language=language)
 
-    @lru_cache(maxsize=256)
+    @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
     def _prompt_tokens(self, language: str, options: TranscribeOptions) -> tuple[int, ...]:
         """Whisper's prompt: the request's ``prompt`` after <|startofprev|>, then the start-of-transcript
         sequence. A continuation gets the same prompt as its window, not the text of the passes before it:
@@ -135,7 +138,7 @@ class WhisperRunner:
         prompt: list[int] = []
         if options.prompt:
             previous = tok.encode(" " + options.prompt.strip())
-            prompt = [tok.sot_prev, *previous[-(MAX_LENGTH // 2 - 1):]]
+            prompt = [tok.sot_prev, *previous[-(MAX_LENGTH // 2 - 1) :]]
         return (*prompt, *tok.sot_sequence)
 
     # --- the batch -------------------------------------------------------------------------------
@@ -152,8 +155,12 @@ class WhisperRunner:
         results = [o.result for o in outputs]
         wants_words = [i for i, w in enumerate(batch) if w.options.word_timestamps and results[i].segments]
         if wants_words:
-            self._add_words([batch[i] for i in wants_words], [results[i] for i in wants_words],
-                            _take(encoded, wants_words, len(batch)), [languages[i] for i in wants_words])
+            self._add_words(
+                [batch[i] for i in wants_words],
+                [results[i] for i in wants_words],
+                _take(encoded, wants_words, len(batch)),
+                [languages[i] for i in wants_words],
+            )
         return outputs
 
     def _languages(self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView) -> list[str]:
@@ -167,8 +174,9 @@ class WhisperRunner:
                 languages[i] = candidates[0][0][2:-2]  # '<|de|>' -> 'de'
         return languages
 
-    def _generate(self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView,
-                  languages: list[str]) -> list[_Decoded]:
+    def _generate(
+        self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView, languages: list[str]
+    ) -> list[_Decoded]:
         prompts = [list(self._prompt_tokens(lang, w.options)) for w, lang in zip(batch, languages)]
         temperature = batch[0].options.temperature  # the scheduler batches one temperature together
         best = self._decode_once(encoded, list(range(len(batch))), prompts, languages, batch, temperature)
@@ -182,7 +190,8 @@ class WhisperRunner:
             still = []
             for i, candidate in zip(pending, retry):
                 if candidate.compression_ratio <= COMPRESSION_RATIO_THRESHOLD and (
-                    candidate.avg_logprob > best[i].avg_logprob or best[i].compression_ratio > COMPRESSION_RATIO_THRESHOLD
+                    candidate.avg_logprob > best[i].avg_logprob
+                    or best[i].compression_ratio > COMPRESSION_RATIO_THRESHOLD
                 ):
                     best[i] = candidate
                 if best[i].needs_fallback:
@@ -190,8 +199,15 @@ class WhisperRunner:
             pending = still
         return best
 
-    def _decode_once(self, encoded: ctranslate2.StorageView, rows: list[int], prompts: list[list[int]],
-                     languages: list[str], batch: Sequence[WindowPass], temperature: float) -> list[_Decoded]:
+    def _decode_once(
+        self,
+        encoded: ctranslate2.StorageView,
+        rows: list[int],
+        prompts: list[list[int]],
+        languages: list[str],
+        batch: Sequence[WindowPass],
+        temperature: float,
+    ) -> list[_Decoded]:
         """Decode the windows ``rows`` of the batch; one result per row, in order. CTranslate2 wants the
         start-of-transcript token at the same place in every row of a call, so rows whose prompts differ in
         length (requests with prompts of their own) go in separate calls."""
@@ -200,13 +216,24 @@ class WhisperRunner:
             by_length.setdefault(len(prompts[i]), []).append(i)
         decoded: dict[int, _Decoded] = {}
         for group in by_length.values():
-            outs = self._generate_rows(_take(encoded, group, len(batch)), [prompts[i] for i in group],
-                                       [languages[i] for i in group], [batch[i] for i in group], temperature)
+            outs = self._generate_rows(
+                _take(encoded, group, len(batch)),
+                [prompts[i] for i in group],
+                [languages[i] for i in group],
+                [batch[i] for i in group],
+                temperature,
+            )
             decoded.update(zip(group, outs))
         return [decoded[i] for i in rows]
 
-    def _generate_rows(self, encoded: ctranslate2.StorageView, prompts: list[list[int]], languages: list[str],
-                       batch: Sequence[WindowPass], temperature: float) -> list[_Decoded]:
+    def _generate_rows(
+        self,
+        encoded: ctranslate2.StorageView,
+        prompts: list[list[int]],
+        languages: list[str],
+        batch: Sequence[WindowPass],
+        temperature: float,
+    ) -> list[_Decoded]:
         sampling = {"sampling_temperature": temperature, "sampling_topk": 0} if temperature > 0 else {}
         outputs = self.model.generate(
             encoded,
@@ -274,21 +301,22 @@ class WhisperRunner:
             text = tok.decode(text_tokens)
             if not any(c.isalnum() for c in text):
                 continue  # ". . . ." over quiet noise: Whisper's filler for "nothing here"
-            segments.append(Segment(
-                start=round(offset + start, 3),
-                end=round(offset + end, 3),
-                text=text,
-                tokens=text_tokens,
-                avg_logprob=decoded.avg_logprob,
-                compression_ratio=decoded.compression_ratio,
-                no_speech_prob=decoded.no_speech_prob,
-                temperature=decoded.temperature,
-            ))
+            segments.append(
+                Segment(
+                    start=round(offset + start, 3),
+                    end=round(offset + end, 3),
+                    text=text,
+                    tokens=text_tokens,
+                    avg_logprob=decoded.avg_logprob,
+                    compression_ratio=decoded.compression_ratio,
+                    no_speech_prob=decoded.no_speech_prob,
+                    temperature=decoded.temperature,
+                )
+            )
         if resume_s is None and segments:
             # Every segment closed, but the decode said end-of-text early: continue if speech is left.
             end_s = segments[-1].end - offset
-            if (duration - end_s >= MIN_RESUME_S and self._may_continue(work, end_s)
-                    and speech_after(work.msg, end_s)):
+            if duration - end_s >= MIN_RESUME_S and self._may_continue(work, end_s) and speech_after(work.msg, end_s):
                 resume_s = end_s
         return segments, resume_s
 
@@ -308,22 +336,34 @@ class WhisperRunner:
     def _may_continue(work: WindowPass, resume_s: float) -> bool:
         return work.passes + 1 < MAX_PASSES and MIN_PROGRESS_S <= resume_s < work.msg.duration_s - TIME_PRECISION_S
 
-    def _add_words(self, batch: Sequence[WindowPass], results: Sequence[WindowResult],
-                   encoded: ctranslate2.StorageView, languages: list[str]) -> None:
+    def _add_words(
+        self,
+        batch: Sequence[WindowPass],
+        results: Sequence[WindowResult],
+        encoded: ctranslate2.StorageView,
+        languages: list[str],
+    ) -> None:
         text_tokens = [[t for seg in r.segments for t in seg.tokens] for r in results]
         sot_sequences = [self.tokenizer(w.options.task, lang).sot_sequence for w, lang in zip(batch, languages)]
         if all(seq == sot_sequences[0] for seq in sot_sequences):
-            alignments = self.model.align(encoded, sot_sequences[0], text_tokens,
-                                          [w.msg.n_frames for w in batch], median_filter_width=7)
+            alignments = self.model.align(
+                encoded, sot_sequences[0], text_tokens, [w.msg.n_frames for w in batch], median_filter_width=7
+            )
         else:  # a multilingual batch of several languages: align() takes one start sequence per call
             alignments = [
-                self.model.align(_take(encoded, [i], len(batch)), sot_sequences[i], [text_tokens[i]],
-                                 [w.msg.n_frames], median_filter_width=7)[0]
+                self.model.align(
+                    _take(encoded, [i], len(batch)),
+                    sot_sequences[i],
+                    [text_tokens[i]],
+                    [w.msg.n_frames],
+                    median_filter_width=7,
+                )[0]
                 for i, w in enumerate(batch)
             ]
         for work, result, tokens, alignment, lang in zip(batch, results, text_tokens, alignments, languages):
-            words = self._word_timings(self.tokenizer(work.options.task, lang), tokens, alignment,
-                                       work.msg.offset_s, work.msg.duration_s)
+            words = self._word_timings(
+                self.tokenizer(work.options.task, lang), tokens, alignment, work.msg.offset_s, work.msg.duration_s
+            )
             # Hand the words out to segments in order, by how many tokens each segment holds.
             cursor = 0
             for seg in result.segments:
@@ -337,9 +377,14 @@ class WhisperRunner:
                 seg.words = seg_words
 
     @staticmethod
-    def _word_timings(tok: Tokenizer, tokens: list[int], alignment: ctranslate2.models.WhisperAlignmentResult,
-                      offset_s: float, duration_s: float) -> list[tuple[Word, int]]:
-        words, word_tokens = tok.split_to_word_tokens(tokens + [tok.eot])
+    def _word_timings(
+        tok: Tokenizer,
+        tokens: list[int],
+        alignment: ctranslate2.models.WhisperAlignmentResult,
+        offset_s: float,
+        duration_s: float,
+    ) -> list[tuple[Word, int]]:
+        words, word_tokens = tok.split_to_word_tokens([*tokens, tok.eot])
         if len(word_tokens) <= 1 or not alignment.alignments:
             return []
         text_idx = np.array([p[0] for p in alignment.alignments])
@@ -349,11 +394,18 @@ class WhisperRunner:
         bounds = np.pad(np.cumsum([len(t) for t in word_tokens[:-1]]), (1, 0))
         probs = alignment.text_token_probs
         timed = []
-        for k, (start_i, end_i) in enumerate(zip(bounds[:-1], bounds[1:])):
+        for k, (start_i, end_i) in enumerate(itertools.pairwise(bounds)):
             start = float(jump_times[min(start_i, len(jump_times) - 1)])
             end = float(jump_times[min(end_i, len(jump_times) - 1)])
-            timed.append({"word": words[k], "tokens": word_tokens[k], "start": start, "end": end,
-                          "probability": float(np.mean(probs[start_i:end_i])) if end_i > start_i else 0.0})
+            timed.append(
+                {
+                    "word": words[k],
+                    "tokens": word_tokens[k],
+                    "start": start,
+                    "end": end,
+                    "probability": float(np.mean(probs[start_i:end_i])) if end_i > start_i else 0.0,
+                }
+            )
         merge_punctuations(timed, PREPEND_PUNCTUATIONS, APPEND_PUNCTUATIONS)
         out = []
         for t in timed:

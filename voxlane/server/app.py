@@ -6,9 +6,10 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -51,8 +52,13 @@ def build_app(config: ServerConfig) -> FastAPI:
             if config.loop_stall_report_ms > 0:
                 watchdog = LoopWatchdog(metrics.loop, config.loop_stall_report_ms / 1000, threading.current_thread())
                 watchdog.start()
-            log.info("voxlane serving %s on http://%s:%d (%d startup objects frozen out of garbage collection)",
-                     config.model_name, config.host, config.port, frozen)
+            log.info(
+                "voxlane serving %s on http://%s:%d (%d startup objects frozen out of garbage collection)",
+                config.model_name,
+                config.host,
+                config.port,
+                frozen,
+            )
             yield
             metrics.gc.uninstall()
             if watchdog is not None:
@@ -108,10 +114,15 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        err: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {"loc": (), "msg": "invalid request"}
         if err.get("type") == "json_invalid":
-            return JSONResponse(error_json(f"the body is not valid JSON ({err.get('ctx', {}).get('error', 'syntax')}); "
-                                           "send a JSON object", "invalid_request_error"), status_code=400)
+            return JSONResponse(
+                error_json(
+                    f"the body is not valid JSON ({err.get('ctx', {}).get('error', 'syntax')}); send a JSON object",
+                    "invalid_request_error",
+                ),
+                status_code=400,
+            )
         param = ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "path")) or None
         message = f"invalid '{param}': {err['msg']}" if param else str(err["msg"])
         return JSONResponse(error_json(message, "invalid_request_error", param), status_code=400)

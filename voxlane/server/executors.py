@@ -12,16 +12,18 @@ sized from config, and shut down here (queued work cancelled).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import multiprocessing
 import os
 import threading
 import zlib
+from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from voxlane.child import become_child
 from voxlane.config import ServerConfig
@@ -43,13 +45,15 @@ class Executors:
             self._factories["audio"] = partial(_process_pool, workers, "voxlane-audio", *_AUDIO_MODULES)
         else:
             _import_modules(*_AUDIO_MODULES)  # here, not on a worker: a first import holds the GIL throughout
-            self._factories["audio"] = partial(ThreadPoolExecutor, workers, thread_name_prefix="voxlane-audio",
-                                               initializer=_lower_priority)
+            self._factories["audio"] = partial(
+                ThreadPoolExecutor, workers, thread_name_prefix="voxlane-audio", initializer=_lower_priority
+            )
         self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", *_TEXT_MODULES)
         # Voice files (upload staging, index writes, removal): always threads, whatever the audio pool is,
         # since these jobs hold open files and locks that cannot cross to a process.
-        self._factories["files"] = partial(ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files",
-                                           initializer=_lower_priority)
+        self._factories["files"] = partial(
+            ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files", initializer=_lower_priority
+        )
         # One single-process pool per encode worker: a stream's encoder lives in one process.
         self._encode_names = [f"encode-{i}" for i in range(config.encode_workers)]
         for name in self._encode_names:
@@ -102,10 +106,8 @@ class Executors:
 
 def _lower_priority() -> None:
     """Raise this worker thread's (or process's) niceness; Linux sets it per thread."""
-    try:
+    with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
-    except OSError:
-        pass
 
 
 _AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline")
@@ -115,8 +117,12 @@ _TEXT_MODULES = ("piper.phonemize_espeak", "piper.phoneme_ids", "voxlane.text.ph
 
 
 def _process_pool(workers: int, name: str, *modules: str) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker_process, initargs=(name, modules))
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker_process,
+        initargs=(name, modules),
+    )
 
 
 def _init_worker_process(name: str, modules: tuple[str, ...]) -> None:

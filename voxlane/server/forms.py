@@ -31,13 +31,17 @@ class UploadLimit:
             raise self.error(size_bytes)
 
     def error(self, size_bytes: int) -> PayloadTooLarge:
-        return PayloadTooLarge(f"{self.what} is {size_bytes / MiB:.1f} MiB, over the server's limit of "
-                               f"{self.max_mb:g} MiB ({self.flag}){self.advice}", param=self.param,
-                               code="file_too_large")
+        return PayloadTooLarge(
+            f"{self.what} is {size_bytes / MiB:.1f} MiB, over the server's limit of "
+            f"{self.max_mb:g} MiB ({self.flag}){self.advice}",
+            param=self.param,
+            code="file_too_large",
+        )
 
 
-async def read_form(request: Request, limit: UploadLimit, *, other_bytes: int, max_files: int, max_fields: int,
-                    parts: str) -> FormData:
+async def read_form(
+    request: Request, limit: UploadLimit, *, other_bytes: int, max_files: int, max_fields: int, parts: str
+) -> FormData:
     """The request's form. A declared length over ``limit`` (plus ``other_bytes`` for the parts it does not
     count) is refused before the body is read; a body that does not parse gets a 400 asking for ``parts``."""
     declared = request.headers.get("content-length")

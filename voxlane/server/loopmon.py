@@ -69,19 +69,26 @@ class LoopStallMonitor:
 
     def render(self) -> list[str]:
         name = "voxlane_event_loop_stall_seconds"
-        lines = [f"# HELP {name} How late a {self.interval_s * 1000:g} ms sleep on the event loop woke up.",
-                 f"# TYPE {name} histogram"]
+        lines = [
+            f"# HELP {name} How late a {self.interval_s * 1000:g} ms sleep on the event loop woke up.",
+            f"# TYPE {name} histogram",
+        ]
         for bound, count in zip(STALL_BUCKETS_S, self.bucket_counts):
             lines.append(f'{name}_bucket{{le="{bound}"}} {count}')
-        lines += [f'{name}_bucket{{le="+Inf"}} {self.samples}', f"{name}_sum {self.total_stall_s:.6f}",
-                  f"{name}_count {self.samples}",
-                  "# TYPE voxlane_event_loop_stall_max_seconds gauge",
-                  f"voxlane_event_loop_stall_max_seconds {self.max_stall_s:.6f}",
-                  "# HELP voxlane_event_loop_stall_reports_total Stalls of --loop-stall-report-ms or more, "
-                  "by cause (host_paused: the hypervisor took the CPUs).",
-                  "# TYPE voxlane_event_loop_stall_reports_total counter"]
-        lines += [f'voxlane_event_loop_stall_reports_total{{cause="{cause}"}} {self.reports[cause]}'
-                  for cause in ("host_paused", "other")]
+        lines += [
+            f'{name}_bucket{{le="+Inf"}} {self.samples}',
+            f"{name}_sum {self.total_stall_s:.6f}",
+            f"{name}_count {self.samples}",
+            "# TYPE voxlane_event_loop_stall_max_seconds gauge",
+            f"voxlane_event_loop_stall_max_seconds {self.max_stall_s:.6f}",
+            "# HELP voxlane_event_loop_stall_reports_total Stalls of --loop-stall-report-ms or more, "
+            "by cause (host_paused: the hypervisor took the CPUs).",
+            "# TYPE voxlane_event_loop_stall_reports_total counter",
+        ]
+        lines += [
+            f'voxlane_event_loop_stall_reports_total{{cause="{cause}"}} {self.reports[cause]}'
+            for cause in ("host_paused", "other")
+        ]
         return lines
 
 
@@ -143,11 +150,20 @@ class LoopWatchdog:
         else:
             stack = "The loop thread's stack was not sampled (the watchdog did not run during the stall)."
         self._stacks.clear()
-        verdict = ("The hypervisor did not run this machine's CPUs for most of it (steal time): "
-                   "cause host_paused." if cause == "host_paused" else "Cause: other.")
-        log.warning("event loop blocked for %.0f ms (report threshold %.0f ms). %s Over %.0f ms around it: %s. %s",
-                    (end - start) * 1000, self.threshold_s * 1000, verdict, (after.at - before.at) * 1000,
-                    after.since(before), stack)
+        verdict = (
+            "The hypervisor did not run this machine's CPUs for most of it (steal time): cause host_paused."
+            if cause == "host_paused"
+            else "Cause: other."
+        )
+        log.warning(
+            "event loop blocked for %.0f ms (report threshold %.0f ms). %s Over %.0f ms around it: %s. %s",
+            (end - start) * 1000,
+            self.threshold_s * 1000,
+            verdict,
+            (after.at - before.at) * 1000,
+            after.since(before),
+            stack,
+        )
 
 
 class _CpuSnapshot:
@@ -156,15 +172,16 @@ class _CpuSnapshot:
 
     _TICK_S = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
-    def __init__(self, at: float, threads: dict[str, float], machine: list[int] | None,
-                 loop_wait: float | None) -> None:
+    def __init__(
+        self, at: float, threads: dict[str, float], machine: list[int] | None, loop_wait: float | None
+    ) -> None:
         self.at = at
         self.threads = threads
         self.machine = machine
         self.loop_wait = loop_wait
 
     @classmethod
-    def take(cls, loop_thread: threading.Thread) -> "_CpuSnapshot":
+    def take(cls, loop_thread: threading.Thread) -> _CpuSnapshot:
         threads: dict[str, float] = {}
         for thread in threading.enumerate():
             try:
@@ -173,27 +190,34 @@ class _CpuSnapshot:
                 continue
         return cls(time.perf_counter(), threads, _machine_cpu(), _runqueue_wait(loop_thread))
 
-    def stolen_s(self, earlier: "_CpuSnapshot") -> float | None:
+    def stolen_s(self, earlier: _CpuSnapshot) -> float | None:
         """CPU time the hypervisor took from all of this machine's CPUs since ``earlier``."""
         if self.machine is None or earlier.machine is None:
             return None
         return (self.machine[7] - earlier.machine[7]) * self._TICK_S
 
-    def since(self, earlier: "_CpuSnapshot") -> str:
-        used = sorted(((name, cpu - earlier.threads.get(name, 0.0)) for name, cpu in self.threads.items()),
-                      key=lambda kv: -kv[1])
-        text = "this process's threads used " + (", ".join(
-            f"{name} {cpu * 1000:.0f} ms" for name, cpu in used[:5] if cpu >= 0.0005) or "no CPU")
+    def since(self, earlier: _CpuSnapshot) -> str:
+        used = sorted(
+            ((name, cpu - earlier.threads.get(name, 0.0)) for name, cpu in self.threads.items()), key=lambda kv: -kv[1]
+        )
+        text = "this process's threads used " + (
+            ", ".join(f"{name} {cpu * 1000:.0f} ms" for name, cpu in used[:5] if cpu >= 0.0005) or "no CPU"
+        )
         if self.loop_wait is not None and earlier.loop_wait is not None:
-            text += (f"; the loop thread waited {(self.loop_wait - earlier.loop_wait) * 1000:.0f} ms for a CPU "
-                     "while runnable (the rest of its time off CPU it slept: in select, or waiting for the GIL)")
+            text += (
+                f"; the loop thread waited {(self.loop_wait - earlier.loop_wait) * 1000:.0f} ms for a CPU "
+                "while runnable (the rest of its time off CPU it slept: in select, or waiting for the GIL)"
+            )
         if self.machine is not None and earlier.machine is not None:
             user, nice, system, idle, iowait, irq, softirq, steal = (
-                now - then for now, then in zip(self.machine, earlier.machine))
+                now - then for now, then in zip(self.machine, earlier.machine)
+            )
             total = max(1, user + nice + system + idle + iowait + irq + softirq + steal)
-            text += (f"; the machine's CPUs were {100 * (user + nice + system + irq + softirq) / total:.0f}% busy, "
-                     f"{100 * (idle + iowait) / total:.0f}% idle, {100 * steal / total:.0f}% stolen by the "
-                     "hypervisor")
+            text += (
+                f"; the machine's CPUs were {100 * (user + nice + system + irq + softirq) / total:.0f}% busy, "
+                f"{100 * (idle + iowait) / total:.0f}% idle, {100 * steal / total:.0f}% stolen by the "
+                "hypervisor"
+            )
         return text
 
 
@@ -245,15 +269,21 @@ class GcPauseMonitor:
         self.max_s[generation] = max(self.max_s[generation], pause)
 
     def render(self) -> list[str]:
-        lines = ["# HELP voxlane_gc_pause_seconds Garbage collections and their time, by generation.",
-                 "# TYPE voxlane_gc_pause_seconds summary"]
+        lines = [
+            "# HELP voxlane_gc_pause_seconds Garbage collections and their time, by generation.",
+            "# TYPE voxlane_gc_pause_seconds summary",
+        ]
         for generation in range(3):
             label = f'{{generation="{generation}"}}'
-            lines += [f"voxlane_gc_pause_seconds_sum{label} {self.totals_s[generation]:.6f}",
-                      f"voxlane_gc_pause_seconds_count{label} {self.counts[generation]}"]
+            lines += [
+                f"voxlane_gc_pause_seconds_sum{label} {self.totals_s[generation]:.6f}",
+                f"voxlane_gc_pause_seconds_count{label} {self.counts[generation]}",
+            ]
         lines.append("# TYPE voxlane_gc_pause_max_seconds gauge")
         lines += [f'voxlane_gc_pause_max_seconds{{generation="{g}"}} {self.max_s[g]:.6f}' for g in range(3)]
-        lines += ["# HELP voxlane_gc_frozen_objects Objects moved out of the collector's reach after startup.",
-                  "# TYPE voxlane_gc_frozen_objects gauge", f"voxlane_gc_frozen_objects {gc.get_freeze_count()}"]
+        lines += [
+            "# HELP voxlane_gc_frozen_objects Objects moved out of the collector's reach after startup.",
+            "# TYPE voxlane_gc_frozen_objects gauge",
+            f"voxlane_gc_frozen_objects {gc.get_freeze_count()}",
+        ]
         return lines
-

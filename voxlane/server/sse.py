@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncGenerator, AsyncIterator
+from typing import Any
 
 from fastapi.responses import StreamingResponse
 

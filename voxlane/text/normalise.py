@@ -5,10 +5,18 @@ from __future__ import annotations
 import re
 import unicodedata
 
-_REPLACEMENTS = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": ", ", "\u2014": ", ",
-    "\u2026": "...", "\u00a0": " ",
-})
+_REPLACEMENTS = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2013": ", ",
+        "\u2014": ", ",
+        "\u2026": "...",
+        "\u00a0": " ",
+    }
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACES = re.compile(r"\s+")
 _REPEATED_PUNCT = re.compile(r"([!?,;:])\1{2,}")

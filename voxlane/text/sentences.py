@@ -20,11 +20,44 @@ import re
 # A sentence ends at . ! or ? (optionally followed by closing quotes or brackets) and whitespace,
 # unless the word before the dot is a common abbreviation or a single letter (initials).
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
-_ABBREVIATIONS = frozenset({
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd", "co", "no",
-    "fig", "approx", "dept", "est", "mt", "ft", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
-    "sept", "oct", "nov", "dec",
-})
+_ABBREVIATIONS = frozenset(
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "inc",
+        "ltd",
+        "co",
+        "no",
+        "fig",
+        "approx",
+        "dept",
+        "est",
+        "mt",
+        "ft",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    }
+)
 _CLAUSE_END = re.compile(r"(?<=[,;:])\s+|\s+(?=-\s)")
 
 MAX_UNIT_CHARS = 300
@@ -39,7 +72,7 @@ def split_sentences(text: str) -> list[str]:
     sentences: list[str] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):
-        candidate = text[start:match.start()].strip()
+        candidate = text[start : match.start()].strip()
         last_word = candidate.rsplit(None, 1)[-1].rstrip(".").lower() if candidate else ""
         if last_word in _ABBREVIATIONS or (len(last_word) == 1 and last_word.isalpha() and candidate.endswith(".")):
             continue
@@ -95,17 +128,17 @@ def split_units(text: str, max_chars: int = MAX_UNIT_CHARS, first_min_chars: int
     return units
 
 
-def cut_first(unit: str, target: int = FIRST_TARGET_CHARS, low: int = FIRST_MIN_CHARS,
-              high: int = FIRST_MAX_CHARS) -> list[str]:
+def cut_first(
+    unit: str, target: int = FIRST_TARGET_CHARS, low: int = FIRST_MIN_CHARS, high: int = FIRST_MAX_CHARS
+) -> list[str]:
     """Cut a stream's first unit so its head is ``low``..``high`` characters: at the clause (or sentence)
     end nearest ``target`` if there is one, else at the word boundary nearest ``target``. The tail must
     keep at least ``low`` characters; a unit that cannot be cut so is returned whole."""
     if len(unit) <= high:
         return [unit]
     for pattern in (_CLAUSE_END, _SENTENCE_END, _WORD_GAP):
-        cuts = [m for m in pattern.finditer(unit)
-                if low <= m.start() <= high and len(unit) - m.end() >= low]
+        cuts = [m for m in pattern.finditer(unit) if low <= m.start() <= high and len(unit) - m.end() >= low]
         if cuts:
             best = min(cuts, key=lambda m: abs(m.start() - target))
-            return [unit[:best.start()].strip(), unit[best.end():].strip()]
+            return [unit[: best.start()].strip(), unit[best.end() :].strip()]
     return [unit]

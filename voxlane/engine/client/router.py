@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +21,18 @@ from voxlane.engine.client.streams import ResultStream
 from voxlane.engine.client.supervisor import EngineProcess
 from voxlane.engine.client.transport import EngineSocket
 from voxlane.errors import EngineUnavailable
-from voxlane.messages import (Abort, EngineFailed, ProbeVoice, Ready, Shutdown, SpeechAudio, SpeechUnit,
-                              VoiceProbed, WindowRequest, WindowResult)
+from voxlane.messages import (
+    Abort,
+    EngineFailed,
+    ProbeVoice,
+    Ready,
+    Shutdown,
+    SpeechAudio,
+    SpeechUnit,
+    VoiceProbed,
+    WindowRequest,
+    WindowResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +41,9 @@ SpeechResult = tuple[SpeechAudio, np.ndarray]
 
 
 class EngineClient:
-    def __init__(self, config: ServerConfig,
-                 launch: Callable[[ServerConfig, str, str], EngineProcess] = EngineProcess) -> None:
+    def __init__(
+        self, config: ServerConfig, launch: Callable[[ServerConfig, str, str], EngineProcess] = EngineProcess
+    ) -> None:
         self.config = config
         self.ready: Ready | None = None
         self.failure: str | None = None
@@ -49,8 +61,10 @@ class EngineClient:
     async def start(self, timeout_s: float = 300.0) -> None:
         """Start the engine and wait until it has loaded its models. Raises RuntimeError with the reason."""
         self.process.start()
-        self._tasks = [asyncio.create_task(self._receive(), name="voxlane-engine-receive"),
-                       asyncio.create_task(self._watch(), name="voxlane-engine-watch")]
+        self._tasks = [
+            asyncio.create_task(self._receive(), name="voxlane-engine-receive"),
+            asyncio.create_task(self._watch(), name="voxlane-engine-watch"),
+        ]
         try:
             await asyncio.wait_for(self._ready_event.wait(), timeout_s)
         except TimeoutError:
@@ -103,8 +117,9 @@ class EngineClient:
             )
         self._queued_windows += window_count
         try:
-            async with self._open(ResultStream[WindowResult](request_id, window_count, "this audio"),
-                                  WindowResult) as stream:
+            async with self._open(
+                ResultStream[WindowResult](request_id, window_count, "this audio"), WindowResult
+            ) as stream:
                 yield stream
         finally:
             self._queued_windows -= window_count
@@ -118,17 +133,19 @@ class EngineClient:
         if self.speech_streams >= limit:
             raise EngineUnavailable(
                 f"{self.speech_streams} speech streams are running, the server's limit (--max-speech-streams "
-                f"{limit}): retry later", code="queue_full",
+                f"{limit}): retry later",
+                code="queue_full",
             )
         self.speech_streams += 1
         try:
-            async with self._open(ResultStream[SpeechResult](request_id, unit_count, "this speech"),
-                                  SpeechAudio) as stream:
+            async with self._open(
+                ResultStream[SpeechResult](request_id, unit_count, "this speech"), SpeechAudio
+            ) as stream:
                 yield stream
         finally:
             self.speech_streams -= 1
 
-    async def send(self, msg: WindowRequest | SpeechUnit, features: np.ndarray | None = None) -> None:
+    async def send(self, msg: WindowRequest | SpeechUnit | ProbeVoice, features: np.ndarray | None = None) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
         self.check_alive()
         await self.socket.send(msg, features)
@@ -141,11 +158,14 @@ class EngineClient:
         # Nothing to abort: a probe holds no engine state, and a late verdict is dropped here.
         async with self._open(stream, VoiceProbed, abort=False):
             await self.send(ProbeVoice(stream.request_id, model_path, config_path))
-            return [verdict async for verdict in stream.results(timeout_s)][0]
+            async for verdict in stream.results(timeout_s):
+                return verdict
+            raise EngineUnavailable("the engine closed the voice check without a verdict")
 
     @asynccontextmanager
-    async def _open(self, stream: ResultStream[Any], kind: type,
-                    abort: bool = True) -> AsyncIterator[ResultStream[Any]]:
+    async def _open(
+        self, stream: ResultStream[Any], kind: type, abort: bool = True
+    ) -> AsyncIterator[ResultStream[Any]]:
         self._streams[stream.request_id] = (kind, stream)
         try:
             yield stream
@@ -160,16 +180,16 @@ class EngineClient:
         while True:
             msg, pcm = await self.socket.recv()
             if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed)):
-                kind, stream = self._streams.get(msg.request_id, (None, None))
-                if stream is None or not isinstance(msg, kind):
+                entry = self._streams.get(msg.request_id)
+                if entry is None or not isinstance(msg, entry[0]):
                     log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)
                 elif isinstance(msg, WindowResult):
-                    stream.put(msg.index, msg)
+                    entry[1].put(msg.index, msg)
                 elif isinstance(msg, SpeechAudio):
                     assert pcm is not None
-                    stream.put(msg.index, (msg, pcm))
+                    entry[1].put(msg.index, (msg, pcm))
                 else:
-                    stream.put(0, msg)
+                    entry[1].put(0, msg)
             elif isinstance(msg, Ready):
                 self.ready = msg
                 self._ready_event.set()

@@ -33,7 +33,7 @@ class EngineSocket:
         self.output_addr = f"ipc://{self._dir}/output"
         """Where the engine connects to send (its PUSH)."""
         self._to_engine.bind(self.input_addr)
-        self._control = zmq.Socket.shadow(self._to_engine.underlying)
+        self._control: zmq.Socket[bytes] = zmq.Socket.shadow(self._to_engine.underlying)
         self._from_engine.bind(self.output_addr)
 
     async def send(self, msg: EngineInput, features: np.ndarray | None = None) -> None:

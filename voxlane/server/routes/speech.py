@@ -14,8 +14,9 @@ import asyncio
 import base64
 import logging
 import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack
-from typing import Any, AsyncGenerator, AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
@@ -51,15 +52,20 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
 
 def _validate(body: SpeechRequest, state: AppState) -> None:
     if body.model not in (SPEECH_MODEL, *SPEECH_MODEL_ALIASES):
-        raise ModelNotFound(f"the speech model '{body.model}' does not exist on this server; send model='piper' "
-                            f"(or one of its aliases: {', '.join(SPEECH_MODEL_ALIASES)})")
+        raise ModelNotFound(
+            f"the speech model '{body.model}' does not exist on this server; send model='piper' "
+            f"(or one of its aliases: {', '.join(SPEECH_MODEL_ALIASES)})"
+        )
     if not body.input.strip():
         raise InvalidRequest("'input' is empty; send the text to speak", param="input", code="empty_input")
     limit = state.config.max_speech_input_chars
     if len(body.input) > limit:
-        raise InvalidRequest(f"'input' is {len(body.input)} characters, over the limit of {limit} "
-                             "(--max-speech-input-chars): split the text into several requests",
-                             param="input", code="input_too_long")
+        raise InvalidRequest(
+            f"'input' is {len(body.input)} characters, over the limit of {limit} "
+            "(--max-speech-input-chars): split the text into several requests",
+            param="input",
+            code="input_too_long",
+        )
 
 
 class _SpeechJob:
@@ -92,16 +98,17 @@ class _SpeechJob:
         self.stack.push_async_callback(self._release_voice)
         executors = self.state.executors
         try:
-            voice_text, units, first_ids = await executors.run("text", prepare, self.body.input,
-                                                               self.voice.config_path)
+            voice_text, units, first_ids = await executors.run("text", prepare, self.body.input, self.voice.config_path)
         except (ValueError, OSError) as exc:
             raise InvalidRequest(f"the voice '{self.voice.name}' cannot be used: {exc}", param="voice") from None
         if not units or not first_ids:
-            raise InvalidRequest("'input' has nothing to speak (no letters or digits)", param="input",
-                                 code="empty_input")
+            raise InvalidRequest(
+                "'input' has nothing to speak (no letters or digits)", param="input", code="empty_input"
+            )
         # The stream's encoder lives in its encode worker process; only its media type comes back.
-        self.media_type = await executors.run_encode(self.request_id, open_stream, self.body.response_format,
-                                                     voice_text.sample_rate, self.body.sample_rate)
+        self.media_type = await executors.run_encode(
+            self.request_id, open_stream, self.body.response_format, voice_text.sample_rate, self.body.sample_rate
+        )
         self.stack.push_async_callback(executors.run_encode, self.request_id, close_stream)
         self.stream = await self.stack.enter_async_context(self.state.engine.speech(self.request_id, len(units)))
         await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text))
@@ -113,10 +120,16 @@ class _SpeechJob:
 
     def _unit(self, index: int, last: bool, ids: list[int], voice_text: VoiceConfig) -> SpeechUnit:
         return SpeechUnit(
-            request_id=self.request_id, index=index, last=last, model_path=self.voice.model_path,
-            config_path=self.voice.config_path, phoneme_ids=ids,
-            length_scale=voice_text.length_scale / self.body.speed, noise_scale=voice_text.noise_scale,
-            noise_w_scale=voice_text.noise_w_scale, speaker_id=0 if voice_text.num_speakers > 1 else None,
+            request_id=self.request_id,
+            index=index,
+            last=last,
+            model_path=self.voice.model_path,
+            config_path=self.voice.config_path,
+            phoneme_ids=ids,
+            length_scale=voice_text.length_scale / self.body.speed,
+            noise_scale=voice_text.noise_scale,
+            noise_w_scale=voice_text.noise_w_scale,
+            speaker_id=0 if voice_text.num_speakers > 1 else None,
         )
 
     async def _feed(self, units: list[str], voice_text: VoiceConfig) -> None:
@@ -187,5 +200,7 @@ async def _audio(job: _SpeechJob) -> AsyncIterator[bytes]:
 async def _sse_audio(job: _SpeechJob) -> AsyncGenerator[dict[str, Any], None]:
     async for data in job.chunks():
         yield {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
-    yield {"type": "speech.audio.done",
-           "usage": {"input_tokens": len(job.body.input), "output_tokens": 0, "total_tokens": len(job.body.input)}}
+    yield {
+        "type": "speech.audio.done",
+        "usage": {"input_tokens": len(job.body.input), "output_tokens": 0, "total_tokens": len(job.body.input)},
+    }

@@ -24,8 +24,9 @@ async def health(request: Request) -> Response:
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     state = get_state(request)
-    return PlainTextResponse(state.metrics.render(state.engine.queued_windows, state.engine.healthy),
-                             media_type="text/plain; version=0.0.4")
+    return PlainTextResponse(
+        state.metrics.render(state.engine.queued_windows, state.engine.healthy), media_type="text/plain; version=0.0.4"
+    )
 
 
 @router.get("/v1/models")

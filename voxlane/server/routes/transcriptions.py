@@ -13,7 +13,8 @@ import json
 import logging
 import math
 import uuid
-from typing import Any, AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -28,8 +29,15 @@ from voxlane.engine.client import ResultStream
 from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
 from voxlane.languages import language_name
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult
-from voxlane.protocol import (RESPONSE_FORMATS, ServerVad, Transcription, TranscriptionRequest, Usage,
-                              VerboseTranscription)
+from voxlane.protocol import (
+    RESPONSE_FORMATS,
+    ServerVad,
+    Task,
+    Transcription,
+    TranscriptionRequest,
+    Usage,
+    VerboseTranscription,
+)
 from voxlane.protocol import Segment as WireSegment
 from voxlane.protocol import Word as WireWord
 from voxlane.server.formats import join_text, to_srt, to_vtt
@@ -51,17 +59,21 @@ async def create_translation(request: Request) -> Response:
     return await _handle(request, "translate")
 
 
-async def _handle(request: Request, task: str) -> Response:
+async def _handle(request: Request, task: Task) -> Response:
     state = get_state(request)
-    limit = UploadLimit(state.config.max_upload_mb, "--max-upload-mb",
-                        advice=": send a compressed format such as mp3 or opus, or split the audio")
+    limit = UploadLimit(
+        state.config.max_upload_mb,
+        "--max-upload-mb",
+        advice=": send a compressed format such as mp3 or opus, or split the audio",
+    )
     upload, params = await _read_form(request, state, limit)
     model = state.resolve_model(params.model)
     if task == "translate" and not state.engine.is_multilingual:
         raise InvalidRequest(
             f"the model '{model}' is English-only and cannot translate; start the server with a multilingual "
             "Whisper model (--model /path/to/ctranslate2-whisper-model) or use /v1/audio/transcriptions",
-            param="model", code="translation_unsupported",
+            param="model",
+            code="translation_unsupported",
         )
     if params.language not in (None, "en") and not state.engine.is_multilingual:
         raise InvalidRequest(
@@ -69,16 +81,23 @@ async def _handle(request: Request, task: str) -> Response:
             param="language",
         )
     if params.stream and params.response_format not in ("json", "text"):
-        raise InvalidRequest("stream=true sends text deltas; use response_format 'json' or 'text' with it",
-                             param="stream")
+        raise InvalidRequest(
+            "stream=true sends text deltas; use response_format 'json' or 'text' with it", param="stream"
+        )
     if params.timestamp_granularities and params.response_format != "verbose_json":
-        raise InvalidRequest("timestamp_granularities needs response_format='verbose_json'",
-                             param="timestamp_granularities")
+        raise InvalidRequest(
+            "timestamp_granularities needs response_format='verbose_json'", param="timestamp_granularities"
+        )
     data = await upload.read()
     limit.check(len(data))
-    samples, windows = await state.executors.run("audio", decode_and_split, data, state.config.max_audio_duration_s,
-                                                 state.config.split_search_s,
-                                                 _vad_options(params.chunking_strategy or state.config.chunking_strategy))
+    samples, windows = await state.executors.run(
+        "audio",
+        decode_and_split,
+        data,
+        state.config.max_audio_duration_s,
+        state.config.split_search_s,
+        _vad_options(params.chunking_strategy or state.config.chunking_strategy),
+    )
     del data
     options = TranscribeOptions(
         task=task,
@@ -97,8 +116,7 @@ async def _handle(request: Request, task: str) -> Response:
     return _render(params, task, segments, language, duration_s)
 
 
-async def _read_form(request: Request, state: AppState,
-                     limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
+async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
     form = await read_form(request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part")
     upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
     fields: dict[str, Any] = text_fields(form)
@@ -114,17 +132,22 @@ async def _read_form(request: Request, state: AppState,
         raise _invalid(exc) from None
 
 
-_CHUNKING_HINT = ("send chunking_strategy='auto', 'none' or a server_vad object such as "
-                  '{"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 200} '
-                  "(threshold 0 to 1, durations 0 to 10000 ms)")
+_CHUNKING_HINT = (
+    "send chunking_strategy='auto', 'none' or a server_vad object such as "
+    '{"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 200} '
+    "(threshold 0 to 1, durations 0 to 10000 ms)"
+)
 
 
 def _chunking_field(fields: dict[str, Any]) -> None:
     """``chunking_strategy`` in ``fields`` as the model reads it. It arrives as 'auto' (or 'none'), as a JSON
     object in one field (curl), or as bracketed fields, ``chunking_strategy[type]=server_vad`` and so on (the
     openai client's multipart encoding of an object)."""
-    nested = {key[len("chunking_strategy["):-1]: fields.pop(key) for key in list(fields)
-              if key.startswith("chunking_strategy[") and key.endswith("]")}
+    nested = {
+        key[len("chunking_strategy[") : -1]: fields.pop(key)
+        for key in list(fields)
+        if key.startswith("chunking_strategy[") and key.endswith("]")
+    }
     raw = fields.get("chunking_strategy")
     if nested:
         if raw is not None:
@@ -136,8 +159,9 @@ def _chunking_field(fields: dict[str, Any]) -> None:
             try:
                 fields["chunking_strategy"] = json.loads(raw)
             except json.JSONDecodeError:
-                raise InvalidRequest(f"chunking_strategy is not valid JSON; {_CHUNKING_HINT}",
-                                     param="chunking_strategy") from None
+                raise InvalidRequest(
+                    f"chunking_strategy is not valid JSON; {_CHUNKING_HINT}", param="chunking_strategy"
+                ) from None
         elif raw in ("", "null"):
             fields.pop("chunking_strategy")
         else:
@@ -166,8 +190,13 @@ def _invalid(exc: ValidationError) -> InvalidRequest:
 class _Job:
     """One request's trip through the audio pool and the engine."""
 
-    def __init__(self, state: AppState, samples: np.ndarray, windows: list[tuple[int, int, Speech | None]],
-                 options: TranscribeOptions) -> None:
+    def __init__(
+        self,
+        state: AppState,
+        samples: np.ndarray,
+        windows: list[tuple[int, int, Speech | None]],
+        options: TranscribeOptions,
+    ) -> None:
         self.state = state
         self.samples = samples
         self.windows = windows
@@ -181,9 +210,11 @@ class _Job:
             try:
                 async for result in req.results(self.state.config.request_timeout_s):
                     if result.error:
-                        raise VoxlaneError(f"transcription failed on the window at "
-                                           f"{self.windows[result.index][0] / TARGET_RATE:.1f} s: "
-                                           f"{result.error}")
+                        raise VoxlaneError(
+                            f"transcription failed on the window at "
+                            f"{self.windows[result.index][0] / TARGET_RATE:.1f} s: "
+                            f"{result.error}"
+                        )
                     self.state.metrics.windows += 1
                     self.state.metrics.continuations += result.passes - 1
                     yield result
@@ -196,10 +227,19 @@ class _Job:
         try:
             for index, (start, end, speech) in enumerate(self.windows):
                 features, n_frames, speech = await self.state.executors.run(
-                    "audio", window_features, self.samples[start:end], engine.n_mels, start / TARGET_RATE, speech)
-                msg = WindowRequest(req.request_id, index, req.count, offset_s=start / TARGET_RATE,
-                                    duration_s=(end - start) / TARGET_RATE, n_frames=n_frames,
-                                    n_mels=features.shape[0], options=self.options, speech=speech)
+                    "audio", window_features, self.samples[start:end], engine.n_mels, start / TARGET_RATE, speech
+                )
+                msg = WindowRequest(
+                    req.request_id,
+                    index,
+                    req.count,
+                    offset_s=start / TARGET_RATE,
+                    duration_s=(end - start) / TARGET_RATE,
+                    n_frames=n_frames,
+                    n_mels=features.shape[0],
+                    options=self.options,
+                    speech=speech,
+                )
                 await engine.send(msg, features)
         except VoxlaneError as exc:
             req.fail(exc)  # wakes the reader, which raises it
@@ -249,8 +289,9 @@ async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
     yield {"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None}
 
 
-def _render(params: TranscriptionRequest, task: str, segments: list[Segment], language: str,
-            duration_s: float) -> Response:
+def _render(
+    params: TranscriptionRequest, task: Task, segments: list[Segment], language: str, duration_s: float
+) -> Response:
     text = join_text(segments)
     usage = Usage(seconds=math.ceil(duration_s))
     fmt = params.response_format
@@ -264,15 +305,30 @@ def _render(params: TranscriptionRequest, task: str, segments: list[Segment], la
         return JSONResponse(Transcription(text=text, usage=usage).model_dump())
     granularities = params.timestamp_granularities or ["segment"]
     body = VerboseTranscription(
-        task=task, language=language_name(language), duration=round(duration_s, 3), text=text, usage=usage,
+        task=task,
+        language=language_name(language),
+        duration=round(duration_s, 3),
+        text=text,
+        usage=usage,
         segments=[
-            WireSegment(id=i, seek=int(round(s.start * 100)), start=s.start, end=s.end, text=s.text, tokens=s.tokens,
-                        temperature=s.temperature, avg_logprob=s.avg_logprob, compression_ratio=s.compression_ratio,
-                        no_speech_prob=s.no_speech_prob)
+            WireSegment(
+                id=i,
+                seek=int(round(s.start * 100)),
+                start=s.start,
+                end=s.end,
+                text=s.text,
+                tokens=s.tokens,
+                temperature=s.temperature,
+                avg_logprob=s.avg_logprob,
+                compression_ratio=s.compression_ratio,
+                no_speech_prob=s.no_speech_prob,
+            )
             for i, s in enumerate(segments)
-        ] if "segment" in granularities else None,
+        ]
+        if "segment" in granularities
+        else None,
         words=[WireWord(word=w.word.strip(), start=w.start, end=w.end) for s in segments for w in (s.words or [])]
-        if "word" in granularities else None,
+        if "word" in granularities
+        else None,
     )
     return JSONResponse(body.model_dump(exclude_none=True))
-

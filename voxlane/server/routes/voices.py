@@ -34,8 +34,7 @@ def _registry(state: AppState) -> VoiceRegistry:
 @router.get("/v1/audio/voices")
 async def list_voices(request: Request) -> Response:
     voices = _registry(get_state(request)).names()
-    cards = [VoiceCard(id=v.name, builtin=v.builtin, aliases=list(OPENAI_VOICES) if v.builtin else [])
-             for v in voices]
+    cards = [VoiceCard(id=v.name, builtin=v.builtin, aliases=list(OPENAI_VOICES) if v.builtin else []) for v in voices]
     return JSONResponse(VoiceList(data=cards).model_dump())
 
 
@@ -43,10 +42,17 @@ async def list_voices(request: Request) -> Response:
 async def upload_voice(request: Request) -> Response:
     state = get_state(request)
     registry = _registry(state)
-    limit = UploadLimit(state.config.max_voice_upload_mb, "--max-voice-upload-mb", what="the voice upload",
-                        param="model")
-    form = await read_form(request, limit, other_bytes=_MAX_CONFIG_BYTES, max_files=2, max_fields=8,
-                           parts="parts 'name', 'model' (.onnx) and 'config' (.onnx.json)")
+    limit = UploadLimit(
+        state.config.max_voice_upload_mb, "--max-voice-upload-mb", what="the voice upload", param="model"
+    )
+    form = await read_form(
+        request,
+        limit,
+        other_bytes=_MAX_CONFIG_BYTES,
+        max_files=2,
+        max_fields=8,
+        parts="parts 'name', 'model' (.onnx) and 'config' (.onnx.json)",
+    )
     name = text_field(form, "name", "missing 'name': send the voice's name as a form field")
     model = file_part(form, "model", _FILE_PARTS)
     config = file_part(form, "config", _FILE_PARTS)
@@ -69,8 +75,11 @@ async def delete_voice(name: str, request: Request) -> Response:
     state = get_state(request)
     registry = _registry(state)
     if not registry.is_uploaded(name):
-        raise InvalidRequest(f"there is no uploaded voice '{name}' to delete (built-in voices cannot be deleted)",
-                             param="name", code="voice_not_found")
+        raise InvalidRequest(
+            f"there is no uploaded voice '{name}' to delete (built-in voices cannot be deleted)",
+            param="name",
+            code="voice_not_found",
+        )
     stale, snapshot, generation = registry.remove(name)
     await state.executors.run("files", registry.write_index, snapshot, generation)
     await state.executors.run("files", remove_dir, stale)
