@@ -57,13 +57,13 @@ class TranscriptionRequest(BaseModel):
         return value
 
 
-class Word(BaseModel):
+class TranscriptionWord(BaseModel):
     word: str
     start: float
     end: float
 
 
-class Segment(BaseModel):
+class TranscriptionSegment(BaseModel):
     id: int
     seek: int
     start: float
@@ -91,8 +91,8 @@ class VerboseTranscription(BaseModel):
     language: str
     duration: float
     text: str
-    segments: list[Segment] | None = None
-    words: list[Word] | None = None
+    segments: list[TranscriptionSegment] | None = None
+    words: list[TranscriptionWord] | None = None
     usage: Usage | None = None
 
 

@@ -25,7 +25,6 @@ SPEECH_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 OPUS_RATES = (48000, 24000, 16000, 12000, 8000)
 PCM_DEFAULT_RATE = 24000
 """OpenAI's ``pcm`` is 24 kHz 16-bit little-endian mono, and stock clients play it at that rate."""
-MIN_RATE, MAX_RATE = 8000, 48000
 SLICE_S = 0.25
 """Audio is resampled and muxed this many seconds at a time. PyAV holds the GIL through parts of both,
 up to 10-16 ms for a whole sentence at once; in slices, at most 3.5-6.4 ms, for any thread that shares the

@@ -161,19 +161,24 @@ def _quote(name: str) -> str:
     return name.replace("\\", "\\\\").replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _post(client: RawClient, spec: RequestSpec, path: str, prepared: Prepared) -> Any:
+    """The timed request: POST the prepared body, streaming the response."""
+    return client.stream(
+        "POST",
+        spec.base_url + path,
+        content=prepared.body,
+        headers={"Content-Type": prepared.content_type},
+        timeout=_timeout(spec),
+    )
+
+
 async def transcribe(client: RawClient, spec: RequestSpec, prepared: Prepared) -> RequestOutput:
     sample: AudioSample = prepared.item
     stream = str(_transcription_fields(spec).get("stream", "")).lower() == "true"
     out = RequestOutput(input_audio_s=sample.duration_s, reference=sample.text)
     out.start_s = time.perf_counter()
     try:
-        async with client.stream(
-            "POST",
-            spec.base_url + "/v1/audio/transcriptions",
-            content=prepared.body,
-            headers={"Content-Type": prepared.content_type},
-            timeout=_timeout(spec),
-        ) as response:
+        async with _post(client, spec, "/v1/audio/transcriptions", prepared) as response:
             if response.status_code != 200:
                 out.error = _error_text(response.status_code, await response.aread())
             elif stream:
@@ -250,13 +255,7 @@ async def synthesise(client: RawClient, spec: RequestSpec, prepared: Prepared) -
     out = RequestOutput(reference=sample.text)
     out.start_s = time.perf_counter()
     try:
-        async with client.stream(
-            "POST",
-            spec.base_url + "/v1/audio/speech",
-            content=prepared.body,
-            headers={"Content-Type": prepared.content_type},
-            timeout=_timeout(spec),
-        ) as response:
+        async with _post(client, spec, "/v1/audio/speech", prepared) as response:
             if response.status_code != 200:
                 out.error = _error_text(response.status_code, await response.aread())
             else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,7 +212,3 @@ def _duration_s(data: bytes, path: Path) -> float:
         return decode_audio(data, 24 * 3600.0).duration_s
     except Exception as exc:
         raise DatasetError(f"{path}: not audio that can be decoded ({exc})") from None
-
-
-def total_duration_s(samples: Sequence[AudioSample]) -> float:
-    return sum(s.duration_s for s in samples)

@@ -134,10 +134,6 @@ class PiperRunner:
         self._voices.move_to_end(key)
         return voice
 
-    @property
-    def loaded(self) -> list[str]:
-        return [model for model, _ in self._voices]
-
     def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
         voice = self.voice(unit.model_path, unit.config_path)
         return run_voice(voice, unit), voice.sample_rate

@@ -38,7 +38,6 @@ PoolName = Literal["audio", "text", "files"]
 class Executors:
     def __init__(self, config: ServerConfig) -> None:
         workers = config.audio_preprocess_workers
-        self.kinds = {"audio": config.audio_preprocess_pool}
         # How to (re)build each pool; a process pool whose worker died is rebuilt from here.
         self._factories: dict[str, Callable[[], Executor]] = {}
         if config.audio_preprocess_pool == "process":

@@ -35,11 +35,11 @@ from voxlane.protocol import (
     Task,
     Transcription,
     TranscriptionRequest,
+    TranscriptionSegment,
+    TranscriptionWord,
     Usage,
     VerboseTranscription,
 )
-from voxlane.protocol import Segment as WireSegment
-from voxlane.protocol import Word as WireWord
 from voxlane.server.formats import join_text, to_srt, to_vtt
 from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
 from voxlane.server.sse import event_stream
@@ -311,7 +311,7 @@ def _render(
         text=text,
         usage=usage,
         segments=[
-            WireSegment(
+            TranscriptionSegment(
                 id=i,
                 seek=int(round(s.start * 100)),
                 start=s.start,
@@ -327,7 +327,9 @@ def _render(
         ]
         if "segment" in granularities
         else None,
-        words=[WireWord(word=w.word.strip(), start=w.start, end=w.end) for s in segments for w in (s.words or [])]
+        words=[
+            TranscriptionWord(word=w.word.strip(), start=w.start, end=w.end) for s in segments for w in (s.words or [])
+        ]
         if "word" in granularities
         else None,
     )
