@@ -3,8 +3,10 @@ openai client with its api_key=, and the routes that stay open."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -90,3 +92,17 @@ def test_the_keys_never_reach_the_log(keyed_server: ServerProcess) -> None:
     assert "API keys: 3; every /v1 route needs one" in log
     for key in ALL_KEYS:
         assert key not in log
+
+
+def test_voxlane_bench_measures_a_server_with_keys(keyed_server: ServerProcess, tmp_path: Path) -> None:
+    from voxlane.cli import main
+
+    def bench(*key: str) -> dict[str, Any]:
+        argv = ["bench", "serve", "--backend", "openai-audio-speech", "--base-url", keyed_server.base_url]
+        argv += ["--num-prompts", "2", "--num-warmups", "0", "--result-dir", str(tmp_path), "--result-filename"]
+        assert main([*argv, "r.json", *key]) == 0
+        return json.loads((tmp_path / "r.json").read_text())
+
+    assert bench("--api-key", FILE_KEY)["completed"] == 2
+    refused = bench("--api-key", "wrong-key")
+    assert refused["failed"] == 2 and "401" in refused["errors"][0]["error"]
