@@ -62,10 +62,11 @@ class Flag:
     """The default as ``--help`` and the README write it, where the value depends on the machine."""
 
 
-def setting(default: Any, help: str, **accepts: Any) -> Any:
+def setting(default: Any, help: str, *, secret: bool = False, **accepts: Any) -> Any:
     """A config field that is also a ``voxlane serve`` flag and a variable; ``accepts`` fills the rest of
-    :class:`Flag` (choices, minimum, maximum, positive, shown_default)."""
-    return field(default=default, metadata={"flag": Flag(help, **accepts)})
+    :class:`Flag` (choices, minimum, maximum, positive, shown_default). A ``secret`` is left out of the
+    config's repr, so that logging a config never writes it."""
+    return field(default=default, repr=not secret, metadata={"flag": Flag(help, **accepts)})
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,21 @@ class ServerConfig:
         "and the machine's steal time; 0 = off",
         minimum=0,
     )
+    api_key: str = setting(
+        "",
+        "API keys, comma-separated; when any is set, every /v1 route needs 'Authorization: Bearer KEY'",
+        secret=True,
+        shown_default="none",
+    )
+    """Prefer the variable or --api-keys-file: a flag is visible to every user of the machine in ``ps``."""
+    api_keys_file: str = setting(
+        "",
+        "file of API keys, one per line (blank lines and # comments skipped), read once at start",
+        shown_default="none",
+    )
+    metrics_need_key: bool = setting(False, "whether /metrics needs an API key too (/health never does)")
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1
     """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1 (no flag)."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(model_path=""))
@@ -181,7 +197,7 @@ class Setting:
     owner: type
     """ServerConfig or EngineConfig."""
     kind: type
-    """int, float or str."""
+    """int, float, str or bool."""
     default: Any
     flag: Flag
 
@@ -195,10 +211,14 @@ class Setting:
 
     @property
     def shown_default(self) -> str:
+        if self.kind is bool:
+            return "on" if self.default else "off"
         return self.flag.shown_default or str(self.default)
 
 
-_KINDS: Mapping[str, type] = {"int": int, "float": float, "str": str}
+_KINDS: Mapping[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
 
 SETTINGS: tuple[Setting, ...] = tuple(
     Setting(f.name, owner, _KINDS[str(f.type)], f.default, f.metadata["flag"])
@@ -216,8 +236,20 @@ def env_name(flag: str) -> str:
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting. Values stay strings here (None when not given): :func:`serve_config_from_args`
-    reads them, with the variables, so a bad one is a ValueError rather than argparse's own exit."""
+    reads them, with the variables, so a bad one is a ValueError rather than argparse's own exit. A switch
+    (a bool setting) alone means on; it also takes a value, so that ``--metrics-need-key off`` beats the
+    variable."""
     for s in SETTINGS:
+        if s.kind is bool:
+            parser.add_argument(
+                s.option,
+                default=None,
+                nargs="?",
+                const="on",
+                metavar="on|off",
+                help=f"{s.flag.help} (default: {s.shown_default}; env {s.env})".replace("%", "%%"),
+            )
+            continue
         parser.add_argument(
             s.option,
             default=None,
@@ -250,6 +282,10 @@ def _parse(s: Setting, raw: str, source: str) -> Any:
             raise ValueError(
                 f"{where} is not an integer; {s.option} takes a whole number such as {s.default}"
             ) from None
+    elif s.kind is bool:
+        if raw.strip().lower() not in _TRUE + _FALSE:
+            raise ValueError(f"{where} is not a switch value; {s.option} takes on or off (or true, false, 1, 0)")
+        value = raw.strip().lower() in _TRUE
     elif s.kind is float:
         try:
             value = float(raw)
@@ -296,10 +332,37 @@ def _model_path(model: str, source: str | None) -> Path:
     return path
 
 
+def _api_keys(listed: str, keys_file: str, source: str | None) -> tuple[str, ...]:
+    """The keys of --api-key (comma-separated) and of --api-keys-file (one a line), in that order. The keys
+    themselves never appear in an error message."""
+    keys = [k.strip() for k in listed.split(",") if k.strip()]
+    if listed and not keys:
+        raise ValueError("--api-key holds no key (only commas and spaces); send KEY or KEY1,KEY2")
+    if keys_file:
+        where = f"--api-keys-file {keys_file!r}" + (f" (from {source})" if source != "--api-keys-file" else "")
+        try:
+            lines = Path(keys_file).expanduser().read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(
+                f"{where} cannot be read ({type(exc).__name__}); send a UTF-8 file, one key a line"
+            ) from None
+        from_file = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        if not from_file:
+            raise ValueError(f"{where} holds no key; write one key a line (an empty file would leave /v1 open)")
+        keys += from_file
+    if any(any(c.isspace() for c in k) for k in keys):
+        raise ValueError("an API key contains a space; a key is one word (send it as 'Authorization: Bearer KEY')")
+    return tuple(dict.fromkeys(keys))
+
+
 def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfig:
     """Read every setting from the parsed flags, then ``environ``, then its default; check it and build the
     frozen config. Raises ValueError naming the flag and what to send instead."""
     values = {s.name: _resolve(s, args, environ) for s in SETTINGS}
+    keys_file_setting = next(s for s in SETTINGS if s.name == "api_keys_file")
+    values["api_keys"] = _api_keys(
+        values["api_key"], values["api_keys_file"], _source(keys_file_setting, args, environ)
+    )
     model_setting = next(s for s in SETTINGS if s.name == "model")
     engine = EngineConfig(
         model_path=str(_model_path(values["model"], _source(model_setting, args, environ))),

@@ -5,12 +5,15 @@
     VoxlaneError                      500 server_error
     ├── InvalidRequest                400 invalid_request_error   (a bad field; says what to send)
     │   └── UnsupportedAudio          400 invalid_request_error   (the file is not audio we can decode)
+    ├── Unauthorized                  401 invalid_request_error   (no API key, or a wrong one)
     ├── ModelNotFound                 404 invalid_request_error
     ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
     ├── EngineUnavailable             503 server_error            (engine dead, overloaded or timed out)
     └── ClientGone                    499 (nobody reads it)       (the client disconnected; not an error of ours)
 
-Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler.
+Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler. The one
+exception is ``Unauthorized``, answered by the key check (``server/auth.py``) before any route, and
+any body, is read; it answers with the same ``to_json()``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,16 @@ class InvalidRequest(VoxlaneError):
 
 class UnsupportedAudio(InvalidRequest):
     def __init__(self, message: str, *, param: str | None = "file", code: str | None = "invalid_audio") -> None:
+        super().__init__(message, param=param, code=code)
+
+
+class Unauthorized(VoxlaneError):
+    """As OpenAI answers a missing or wrong key, so that its client raises ``openai.AuthenticationError``."""
+
+    status_code = 401
+    error_type = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = "invalid_api_key") -> None:
         super().__init__(message, param=param, code=code)
 
 

@@ -96,11 +96,20 @@ class VerboseTranscription(BaseModel):
     usage: Usage | None = None
 
 
+ModelKind = Literal["transcription", "speech"]
+
+
 class ModelCard(BaseModel):
+    """One id a client may send as ``model=``: OpenAI's four fields, then voxlane's ``kind`` (transcription:
+    /v1/audio/transcriptions and translations; speech: /v1/audio/speech) and ``root``, the model the id
+    names (an alias's root is another id)."""
+
     id: str
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "voxlane"
+    kind: ModelKind
+    root: str
 
 
 class ModelList(BaseModel):

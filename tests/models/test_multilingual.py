@@ -40,8 +40,9 @@ def multilingual_server(multilingual_model_dir: Path) -> Iterator[ServerProcess]
 
 
 def test_model_loaded_by_path_is_listed_by_its_name(multilingual_server: ServerProcess) -> None:
-    models = httpx.get(multilingual_server.base_url + "/v1/models").json()
-    assert [m["id"] for m in models["data"]] == ["whisper-base"]
+    models = httpx.get(multilingual_server.base_url + "/v1/models").json()["data"]
+    assert {m["root"] for m in models if m["kind"] == "transcription"} == {"whisper-base"}
+    assert [m["id"] for m in models if m["kind"] == "transcription"] == ["whisper-base", "whisper-1"]
 
 
 def test_language_is_detected(multilingual_server: ServerProcess, dev_set: list[Clip]) -> None:

@@ -35,7 +35,7 @@ def test_defaults_are_the_dataclass_defaults() -> None:
 
 
 def test_every_field_but_the_derived_ones_is_a_setting() -> None:
-    derived = {"engine", "text_workers", "model_path", "tts_preload"}
+    derived = {"engine", "text_workers", "model_path", "tts_preload", "api_keys"}
     declared = {f.name for cls in (ServerConfig, EngineConfig) for f in fields(cls)} - derived
     assert declared == {s.name for s in SETTINGS}
 
@@ -141,3 +141,58 @@ def test_defaults_named_in_engine_config_doc_are_the_code_defaults() -> None:
         words = claim.split()
         for option, value in zip(words[::2], words[1::2]):
             assert by_option[option].shown_default == value, f"docs/engine-config.md says {option} {value}"
+
+
+def test_api_keys_come_from_the_flag_the_variable_and_the_file(tmp_path: Path) -> None:
+    assert config().api_keys == ()
+    assert config("--api-key", " key-a, key-b ,").api_keys == ("key-a", "key-b")
+    assert config(env={"VOXLANE_API_KEY": "key-env"}).api_keys == ("key-env",)
+    keys_file = tmp_path / "keys"
+    keys_file.write_text("# team keys\nkey-c\n\n  key-d  \nkey-a\n")
+    both = config("--api-key", "key-a", "--api-keys-file", str(keys_file))
+    assert both.api_keys == ("key-a", "key-c", "key-d")
+    assert config(env={"VOXLANE_API_KEYS_FILE": str(keys_file)}).api_keys == ("key-c", "key-d", "key-a")
+
+
+def test_api_keys_never_show_in_the_config_repr(tmp_path: Path) -> None:
+    built = config("--api-key", "key-secret-1")
+    assert built.api_keys == ("key-secret-1",)
+    assert "key-secret-1" not in repr(built)
+
+
+@pytest.mark.parametrize(
+    ("flags", "content", "message"),
+    [
+        (["--api-key", " , "], None, "--api-key holds no key"),
+        (["--api-keys-file", "KEYS"], "# only a comment\n\n", "holds no key; write one key a line"),
+        (["--api-keys-file", "KEYS"], "open sesame\n", "an API key contains a space"),
+        (["--api-keys-file", "MISSING"], None, "cannot be read (FileNotFoundError)"),
+    ],
+)
+def test_bad_api_keys_stop_the_server(tmp_path: Path, flags: list[str], content: str | None, message: str) -> None:
+    if content is not None:
+        (tmp_path / "KEYS").write_text(content)
+    flags = [str(tmp_path / f) if f in ("KEYS", "MISSING") else f for f in flags]
+    with pytest.raises(ValueError) as exc:
+        config(*flags)
+    assert message in str(exc.value)
+    assert "sesame" not in str(exc.value)  # the key itself is never shown
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "expected"),
+    [
+        ([], {}, False),
+        (["--metrics-need-key"], {}, True),
+        ([], {"VOXLANE_METRICS_NEED_KEY": "true"}, True),
+        ([], {"VOXLANE_METRICS_NEED_KEY": "0"}, False),
+        (["--metrics-need-key", "off"], {"VOXLANE_METRICS_NEED_KEY": "yes"}, False),
+    ],
+)
+def test_a_switch_is_on_alone_or_takes_a_value(flags: list[str], env: dict[str, str], expected: bool) -> None:
+    assert config(*flags, env=env).metrics_need_key is expected
+
+
+def test_a_bad_switch_value_names_the_flag() -> None:
+    with pytest.raises(ValueError, match="VOXLANE_METRICS_NEED_KEY='maybe' is not a switch value"):
+        config(env={"VOXLANE_METRICS_NEED_KEY": "maybe"})

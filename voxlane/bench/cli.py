@@ -14,7 +14,11 @@ from pathlib import Path
 from voxlane.config import DEFAULT_MODEL_NAME
 
 EXIT_USAGE = 2
-_MISSING_EXTRA = "voxlane bench needs its extra dependencies ({name} is missing): pip install 'voxlane[bench]'"
+_MISSING_DEPENDENCY = "{name} is missing, though voxlane depends on it: reinstall voxlane (make serve or pip install .)"
+_NO_PLOTS = (
+    "voxlane bench sweep: no plots, matplotlib is not installed (pip install 'voxlane[plots]'); "
+    "every figure is in the JSON"
+)
 
 
 def add_bench_parser(sub: argparse._SubParsersAction) -> None:
@@ -138,8 +142,8 @@ def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
         try:
             return handler(args)
         except ModuleNotFoundError as exc:
-            if exc.name and exc.name.split(".")[0] in ("jiwer", "matplotlib", "httpx"):
-                print(f"voxlane bench: {_MISSING_EXTRA.format(name=exc.name)}", file=sys.stderr)
+            if exc.name and exc.name.split(".")[0] in ("jiwer", "httpx"):
+                print(f"voxlane bench: {_MISSING_DEPENDENCY.format(name=exc.name)}", file=sys.stderr)
                 return EXIT_USAGE
             raise
         except ValueError as exc:  # DatasetError is a ValueError
@@ -183,7 +187,13 @@ def _sweep(args: argparse.Namespace) -> int:
     name = opts.result_filename or sweep.default_stem(opts.backend) + ".json"
     path = report.save_json(results, opts.result_dir, name)
     stem = path.with_suffix("") if path.suffix == ".json" else path
-    plots = sweep.plot(results, stem)
+    try:
+        plots = sweep.plot(results, stem)
+    except ModuleNotFoundError as exc:  # plots are the one optional part (the `plots` extra)
+        if exc.name is None or exc.name.split(".")[0] != "matplotlib":
+            raise
+        print(_NO_PLOTS, file=sys.stderr)
+        plots = []
     print(f"saved {path}")
     for p in plots:
         print(f"saved {p}")

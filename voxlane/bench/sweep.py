@@ -121,7 +121,8 @@ def default_stem(backend: str) -> str:
 
 
 def plot(results: Sequence[dict[str, Any]], stem: Path) -> list[Path]:
-    """Draw the sweep's PNGs next to ``stem``; returns their paths."""
+    """Draw the sweep's PNGs next to ``stem``; returns their paths. Raises ModuleNotFoundError without
+    matplotlib (the optional ``plots`` extra; the caller says so and goes on)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -23,6 +23,7 @@ from voxlane.config import ServerConfig, default_voice_paths
 from voxlane.engine.client import EngineClient
 from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
+from voxlane.server.auth import RequireApiKey
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import LoopWatchdog
 from voxlane.server.metrics import Metrics
@@ -75,6 +76,9 @@ def build_app(config: ServerConfig) -> FastAPI:
     app.include_router(voices.router)
     _install_error_handlers(app)
 
+    if config.api_keys:  # inside the counter, so that refused requests are counted (as 401s) too
+        app.add_middleware(RequireApiKey, keys=config.api_keys, protect_metrics=config.metrics_need_key)
+        log.info("API keys: %d; every /v1 route needs one", len(config.api_keys))  # how many, never which
     app.add_middleware(_CountRequests)
     return app
 

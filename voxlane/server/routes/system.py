@@ -5,9 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from voxlane.errors import EngineUnavailable
-from voxlane.protocol import ModelCard, ModelList
-from voxlane.server.state import get_state
+from voxlane.config import MODEL_ALIASES
+from voxlane.errors import EngineUnavailable, ModelNotFound
+from voxlane.protocol import ModelCard, ModelKind, ModelList
+from voxlane.server.state import AppState, get_state
+from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES
 
 router = APIRouter()
 
@@ -31,12 +33,32 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
-    state = get_state(request)
-    cards = [ModelCard(id=state.config.model_name, created=state.started_at)]
-    return JSONResponse(ModelList(data=cards).model_dump())
+    return JSONResponse(ModelList(data=list(model_cards(get_state(request)).values())).model_dump())
 
 
 @router.get("/v1/models/{model_id:path}")
 async def get_model(model_id: str, request: Request) -> Response:
-    state = get_state(request)
-    return JSONResponse(ModelCard(id=state.resolve_model(model_id), created=state.started_at).model_dump())
+    cards = model_cards(get_state(request))
+    card = cards.get(model_id)
+    if card is None:
+        raise ModelNotFound(
+            f"the model '{model_id}' does not exist on this server; send one of: {', '.join(cards)}. "
+            "GET /v1/models lists them with their kind."
+        )
+    return JSONResponse(card.model_dump())
+
+
+def model_cards(state: AppState) -> dict[str, ModelCard]:
+    """Every id a client may send as ``model=``, by id: the Whisper model and its aliases (``whisper-1``),
+    then the speech model and its aliases (``tts-1``, ``tts-1-hd``). Voices are listed by /v1/audio/voices."""
+    whisper = state.config.model_name
+    names: list[tuple[str, ModelKind, str]] = [
+        (whisper, "transcription", whisper),
+        *((alias, "transcription", whisper) for alias in MODEL_ALIASES),
+        (SPEECH_MODEL, "speech", SPEECH_MODEL),
+        *((alias, "speech", SPEECH_MODEL) for alias in SPEECH_MODEL_ALIASES),
+    ]
+    cards: dict[str, ModelCard] = {}
+    for model_id, kind, root in names:  # a model directory named like an alias keeps its own card
+        cards.setdefault(model_id, ModelCard(id=model_id, created=state.started_at, kind=kind, root=root))
+    return cards

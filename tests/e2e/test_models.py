@@ -1,0 +1,53 @@
+"""/v1/models through the official openai client: every id a client may send as model=, with its kind."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from voxlane.config import MODEL_ALIASES
+from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES
+
+TRANSCRIPTION = ("whisper-tiny.en", *MODEL_ALIASES)
+SPEECH = (SPEECH_MODEL, *SPEECH_MODEL_ALIASES)
+
+
+def test_the_list_holds_every_model_and_alias_with_its_kind(client) -> None:
+    models = client.models.list().data
+    assert [m.id for m in models] == [*TRANSCRIPTION, *SPEECH]
+    assert {m.id: m.kind for m in models} == {
+        **dict.fromkeys(TRANSCRIPTION, "transcription"),
+        **dict.fromkeys(SPEECH, "speech"),
+    }
+    assert {m.id: m.root for m in models} == {
+        **dict.fromkeys(TRANSCRIPTION, "whisper-tiny.en"),
+        **dict.fromkeys(SPEECH, "piper"),
+    }
+    assert {(m.object, m.owned_by) for m in models} == {("model", "voxlane")}
+    assert all(isinstance(m.created, int) and m.created > 0 for m in models)
+
+
+@pytest.mark.parametrize(("model_id", "kind"), [("tts-1", "speech"), ("whisper-1", "transcription")])
+def test_retrieve_answers_for_the_id_sent(client, model_id: str, kind: str) -> None:
+    model = client.models.retrieve(model_id)
+    assert (model.id, model.object, model.kind) == (model_id, "model", kind)
+
+
+def test_every_listed_id_is_accepted_by_its_endpoint(client, dev_set) -> None:
+    clip = next(c for c in dev_set if c.path.name == "cmu_goforward.wav")
+    for model in client.models.list().data:
+        if model.kind == "transcription":
+            text = client.audio.transcriptions.create(model=model.id, file=clip.path.open("rb")).text
+            assert "forward" in text.lower(), model.id
+        else:
+            audio = client.audio.speech.create(model=model.id, voice="alloy", input="Hi.", response_format="wav")
+            assert audio.content[:4] == b"RIFF", model.id
+
+
+def test_an_unknown_model_is_a_404_that_lists_the_ids(client) -> None:
+    with pytest.raises(openai.NotFoundError) as exc:
+        client.models.retrieve("gpt-4o-transcribe")
+    error = exc.value.body
+    assert isinstance(error, dict)
+    assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "model_not_found", "model")
+    assert "gpt-4o-transcribe" in error["message"] and "tts-1" in error["message"]
