@@ -7,10 +7,12 @@
     │   └── UnsupportedAudio          400 invalid_request_error   (the file is not audio we can decode)
     ├── ModelNotFound                 404 invalid_request_error
     ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
-    ├── EngineUnavailable             503 server_error            (engine dead, overloaded or timed out)
+    ├── EngineUnavailable             503 server_error            (engine dead, restarting, overloaded or timed
+    │                                                              out; the server draining)
     └── ClientGone                    499 (nobody reads it)       (the client disconnected; not an error of ours)
 
-Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler.
+Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler. An error with
+``retry_after_s`` also sends a ``Retry-After`` header (whole seconds), for the 503s that will pass.
 """
 
 from __future__ import annotations
@@ -22,14 +24,21 @@ class VoxlaneError(Exception):
     status_code = 500
     error_type = "server_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, retry_after_s: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        self.retry_after_s = retry_after_s
+        """Seconds after which the same request should succeed, when known (sent as ``Retry-After``)."""
 
     def to_json(self) -> dict[str, Any]:
         return error_json(self.message, self.error_type, self.param, self.code)
+
+    def headers(self) -> dict[str, str] | None:
+        return None if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
 
 class InvalidRequest(VoxlaneError):
@@ -59,8 +68,15 @@ class EngineUnavailable(VoxlaneError):
     status_code = 503
     error_type = "server_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = "engine_unavailable") -> None:
-        super().__init__(message, param=param, code=code)
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = "engine_unavailable",
+        retry_after_s: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code, retry_after_s=retry_after_s)
 
 
 class ClientGone(VoxlaneError):
@@ -70,7 +86,7 @@ class ClientGone(VoxlaneError):
     status_code = 499
     error_type = "client_closed_request"
 
-    def __init__(self, message: str = "the client closed the connection", **kwargs: str | None) -> None:
+    def __init__(self, message: str = "the client closed the connection", **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
 
 

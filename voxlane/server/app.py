@@ -1,4 +1,4 @@
-"""build_app: the FastAPI app, its lifespan (executors + engine) and the one error handler."""
+"""build_app: the FastAPI app, its lifespan (executors + engine), its drain gate and the one error handler."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from voxlane.config import ServerConfig, default_voice_paths
 from voxlane.engine.client import EngineClient
 from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
+from voxlane.server.drain import Drain, DrainGate
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import LoopWatchdog
 from voxlane.server.metrics import Metrics
@@ -37,13 +38,17 @@ def build_app(config: ServerConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executors = Executors(config)
-        engine = EngineClient(config)
+        metrics = Metrics()
+
+        def count_restart() -> None:
+            metrics.engine_restarts += 1
+
+        engine = EngineClient(config, on_restart=count_restart)
         registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
         try:
             await executors.run("files", registry.load)
             await executors.warm_up((config.engine.tts_preload or default_voice_paths())[1])
             await engine.start()
-            metrics = Metrics()
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
             metrics.gc.install()
@@ -69,13 +74,15 @@ def build_app(config: ServerConfig) -> FastAPI:
             await engine.close()
 
     app = FastAPI(title="voxlane", version=__version__, lifespan=lifespan)
+    app.state.drain = drain = Drain(config.drain_timeout_s)
     app.include_router(system.router)
     app.include_router(transcriptions.router)
     app.include_router(speech.router)
     app.include_router(voices.router)
     _install_error_handlers(app)
 
-    app.add_middleware(_CountRequests)
+    app.add_middleware(DrainGate, drain=drain)
+    app.add_middleware(_CountRequests)  # outermost: it counts the drain's 503s too
     return app
 
 
@@ -105,7 +112,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def voxlane_error(request: Request, exc: VoxlaneError) -> JSONResponse:
         if exc.status_code >= 500:
             log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
-        return JSONResponse(exc.to_json(), status_code=exc.status_code)
+        return JSONResponse(exc.to_json(), status_code=exc.status_code, headers=exc.headers())
 
     @app.exception_handler(ClientDisconnect)
     async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:

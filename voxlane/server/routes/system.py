@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from voxlane.errors import EngineUnavailable
 from voxlane.protocol import ModelCard, ModelList
+from voxlane.server.drain import Drain
 from voxlane.server.state import get_state
 
 router = APIRouter()
@@ -14,11 +14,20 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(request: Request) -> Response:
+    """200 ``{"status": "ok", "engine_restarts": N}`` while serving; otherwise 503 with the status
+    (``starting``, ``restarting``, ``failed``, ``draining``), the reason, and ``Retry-After`` where known."""
     engine = get_state(request).engine
-    if engine.healthy:
-        return JSONResponse({"status": "ok"})
-    error = EngineUnavailable(f"the engine is not serving ({engine.failure or 'starting'})")
-    return JSONResponse(error.to_json(), status_code=503)
+    drain: Drain = request.app.state.drain
+    if drain.draining:
+        error = drain.refusal()
+        status = "draining"
+    elif engine.healthy:
+        return JSONResponse({"status": "ok", "engine_restarts": engine.restarts})
+    else:
+        error = engine.unavailable()
+        status = engine.state if engine.state != "ready" else "restarting"  # dead, not yet noticed
+    body = {"status": status, "engine_restarts": engine.restarts, "reason": error.message}
+    return JSONResponse(body, status_code=503, headers=error.headers())
 
 
 @router.get("/metrics")
