@@ -27,7 +27,7 @@ def by_name(dev_set: list[Clip], name: str) -> Clip:
 
 
 def test_health_and_models(server, client) -> None:
-    assert httpx.get(server.base_url + "/health").json() == {"status": "ok"}
+    assert httpx.get(server.base_url + "/health").json() == {"status": "ok", "engine_restarts": 0}
     models = client.models.list()
     assert [m.id for m in models.data] == ["whisper-tiny.en"]
     assert client.models.retrieve("whisper-1").id == "whisper-tiny.en"

@@ -110,7 +110,7 @@ class _CountRequests:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(VoxlaneError)
     async def voxlane_error(request: Request, exc: VoxlaneError) -> JSONResponse:
-        if exc.status_code >= 500:
+        if exc.status_code >= 500 and exc.retry_after_s is None:  # a 503 that says when to retry is expected
             log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
         return JSONResponse(exc.to_json(), status_code=exc.status_code, headers=exc.headers())
 

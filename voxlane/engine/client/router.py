@@ -73,6 +73,8 @@ class EngineClient:
         self._receiver: asyncio.Task[None] | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._ready_event = asyncio.Event()
+        self._start_failure: str | None = None
+        """What the engine reported (EngineFailed) when it could not load its models."""
         self._start_timeout_s = 300.0
         self._load_s = 0.0
         """How long the last start took until the engine was ready: what a restart is expected to take."""
@@ -85,7 +87,8 @@ class EngineClient:
         """Start the engine and wait until it has loaded its models, then watch it: from here on a dead engine
         is started again (see ``_supervise``). Raises RuntimeError with the reason if the first start fails."""
         self._start_timeout_s = timeout_s
-        if not await self._boot():
+        self.failure = await self._boot()
+        if self.failure is not None:
             raise RuntimeError(self.failure)
         self._supervisor = asyncio.create_task(self._supervise(), name="voxlane-engine-supervisor")
 
@@ -222,11 +225,11 @@ class EngineClient:
 
     # --- background tasks ------------------------------------------------------------------------
 
-    async def _boot(self) -> bool:
-        """Start ``self.process`` and wait until it is ready. False, with ``failure`` set, when it reports a
-        failure, exits or has not become ready within the start timeout."""
+    async def _boot(self) -> str | None:
+        """Start ``self.process`` and wait until it is ready. None once it is; else why not: it reported a
+        failure, exited, or has not become ready within the start timeout."""
         self.ready = None
-        self.failure = None
+        self._start_failure = None
         self._ready_event.clear()
         began = time.monotonic()
         self.process.start()
@@ -238,23 +241,23 @@ class EngineClient:
         finally:
             exited.cancel()
             ready.cancel()
-        if self.failure is None and self.ready is None:
+        if self._start_failure is not None:
+            return self._start_failure
+        if self.ready is None:
             if exited.done() and not exited.cancelled():
-                self.failure = f"the engine process exited while starting (code {exited.result()})"
-            else:
-                self.failure = f"the engine did not start within {self._start_timeout_s:g} s"
-        if self.failure is not None:
-            return False
+                return f"the engine process exited while starting (code {exited.result()})"
+            return f"the engine did not start within {self._start_timeout_s:g} s"
         self._load_s = time.monotonic() - began
         self.state = "ready"
-        return True
+        self.failure = None
+        return None
 
     async def _supervise(self) -> None:
         """Wait for the engine to die; fail what waits on it; start a new one after the policy's backoff, on
         new sockets (nothing sent to or from the dead one can reach the next); give up on a crash loop."""
         while True:
             code = await self.process.wait_exit()
-            reason = self.failure or f"the engine process exited (code {code})"
+            reason = f"the engine process exited (code {code})"
             while True:
                 delay = self.policy.on_death(time.monotonic())
                 self._bury(reason, delay)
@@ -266,12 +269,13 @@ class EngineClient:
                 if self._on_restart is not None:
                     self._on_restart()
                 log.warning("starting engine process again (restart %d)", self.restarts)
-                if await self._boot():
+                failed_start = await self._boot()
+                if failed_start is None:
                     log.warning(
                         "the engine is serving again after restart %d (loaded in %.1f s)", self.restarts, self._load_s
                     )
                     break
-                reason = self.failure or "the engine failed to start"
+                reason = failed_start
                 await self.process.stop(grace_s=0.0)  # one that timed out is still there
 
     def _bury(self, reason: str, delay_s: float | None) -> None:
@@ -321,7 +325,7 @@ class EngineClient:
                 self.ready = msg
                 self._ready_event.set()
             elif isinstance(msg, EngineFailed):
-                self.failure = msg.reason
+                self._start_failure = msg.reason
                 self._ready_event.set()
 
     def _fail_all(self, error: EngineUnavailable) -> None:
