@@ -56,6 +56,7 @@ class EngineClient:
     ) -> None:
         self.config = config
         self.ready: Ready | None = None
+        """What the engine said it serves (model, languages, mel bins); kept across restarts (same model)."""
         self.state: EngineState = "starting"
         self.failure: str | None = None
         """Why the engine is not serving: the last death, or why the server gave up on it."""
@@ -122,9 +123,8 @@ class EngineClient:
             return EngineUnavailable("the server is shutting down")
         retry_s = self.retry_after_s()
         what = "restarting" if self.state == "restarting" else "not running"
-        return EngineUnavailable(
-            f"the engine is {what} ({self.failure or self.state}); retry in {retry_s} s", retry_after_s=retry_s
-        )
+        why = self.failure or ("starting" if self.state == "starting" else "it has just stopped")
+        return EngineUnavailable(f"the engine is {what} ({why}); retry in {retry_s} s", retry_after_s=retry_s)
 
     def retry_after_s(self, now: float | None = None) -> int:
         """Whole seconds until the engine should serve again: the backoff left plus the last load time."""
@@ -228,7 +228,6 @@ class EngineClient:
     async def _boot(self) -> str | None:
         """Start ``self.process`` and wait until it is ready. None once it is; else why not: it reported a
         failure, exited, or has not become ready within the start timeout."""
-        self.ready = None
         self._start_failure = None
         self._ready_event.clear()
         began = time.monotonic()
@@ -243,7 +242,7 @@ class EngineClient:
             ready.cancel()
         if self._start_failure is not None:
             return self._start_failure
-        if self.ready is None:
+        if not self._ready_event.is_set():
             if exited.done() and not exited.cancelled():
                 return f"the engine process exited while starting (code {exited.result()})"
             return f"the engine did not start within {self._start_timeout_s:g} s"
@@ -300,7 +299,6 @@ class EngineClient:
             log.error("%s; failing %d request(s); restarting it in %.1f s", reason, len(self._streams), delay_s)
             retry_s = self.retry_after_s(now)
             error = EngineUnavailable(f"the engine stopped ({reason}): retry in {retry_s} s", retry_after_s=retry_s)
-        self.ready = None
         if self._receiver is not None:
             self._receiver.cancel()
         self._fail_all(error)
