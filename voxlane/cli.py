@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Sequence
+from types import FrameType
 
 from voxlane import __version__
 from voxlane.config import add_serve_arguments, environ, serve_config_from_args
 
-SHUTDOWN_GRACE_S = 1  # SIGTERM/Ctrl-C under load: in-flight requests get this long, then we exit
+SHUTDOWN_GRACE_S = 1
+"""After the drain (every request done, or --drain-timeout-s passed): how long uvicorn waits for responses
+still being written before it cancels them."""
 GIL_SWITCH_INTERVAL_S = 0.001
 """How long the event loop thread waits for the GIL before the holder must hand it over (CPython's
 default is 5 ms). Each time the loop returns from a system call (a send, epoll) it needs the GIL back;
@@ -19,10 +23,50 @@ iteration that sends to 16 streams could wait 50 ms in all (the "convoy effect";
 loop thread asleep for 40-60 ms while an encode thread ran)."""
 
 
+log = logging.getLogger("voxlane.serve")
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from voxlane.server.app import build_app
+    from voxlane.server.drain import Drain
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server, with a drain before its shutdown. The first SIGTERM or Ctrl-C begins the drain:
+        the app answers new requests 503 while the listener stays open, and uvicorn's shutdown starts once
+        the requests in flight have finished or --drain-timeout-s has passed. A second signal exits at once
+        (uvicorn's force_exit: requests still running are cancelled, the engine told to stop)."""
+
+        def __init__(self, config: uvicorn.Config, drain: Drain) -> None:
+            super().__init__(config)
+            self.drain = drain
+            self._drain_announced = False
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # A signal handler: set flags only (on_tick logs, on the loop).
+            if self.drain.draining or self.should_exit:
+                self.should_exit = self.force_exit = True
+            else:
+                self.drain.begin(time.monotonic())
+
+        async def on_tick(self, counter: int) -> bool:
+            if self.drain.draining and not self.should_exit:
+                if not self._drain_announced:
+                    self._drain_announced = True
+                    log.warning(
+                        "draining: %d request(s) in flight may take up to %g s (--drain-timeout-s); new ones get "
+                        "503; SIGTERM or Ctrl-C again to exit now",
+                        self.drain.in_flight,
+                        self.drain.timeout_s,
+                    )
+                if self.drain.over(time.monotonic()):
+                    if self.drain.in_flight:
+                        log.warning("drain timeout: %d request(s) still in flight are cut off", self.drain.in_flight)
+                    else:
+                        log.info("drained: every request in flight has finished; exiting")
+                    self.should_exit = True
+            return await super().on_tick(counter)
 
     try:
         config = serve_config_from_args(args, environ())
@@ -31,15 +75,17 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    server = uvicorn.Server(
+    app = build_app(config)
+    server = DrainingServer(
         uvicorn.Config(
-            build_app(config),
+            app,
             host=config.host,
             port=config.port,
             log_level=config.log_level,
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             lifespan="on",
-        )
+        ),
+        app.state.drain,
     )
     server.run()
     return 0 if server.started else 1

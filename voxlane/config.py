@@ -161,6 +161,30 @@ class ServerConfig:
         "and the machine's steal time; 0 = off",
         minimum=0,
     )
+    engine_restart_backoff_s: float = setting(
+        0.5,
+        "seconds before a dead engine process is started again; doubles with each death within "
+        "--engine-crash-loop-window-s",
+        positive=True,
+    )
+    engine_restart_backoff_max_s: float = setting(
+        8.0, "longest wait, in seconds, before a dead engine process is started again", positive=True
+    )
+    engine_crash_loop_deaths: int = setting(
+        5,
+        "engine deaths within --engine-crash-loop-window-s after which the server stops restarting it "
+        "(/health says failed); 1 = never restart",
+        minimum=1,
+    )
+    engine_crash_loop_window_s: float = setting(
+        60.0, "seconds over which engine deaths count toward --engine-crash-loop-deaths", positive=True
+    )
+    drain_timeout_s: float = setting(
+        30.0,
+        "seconds that requests in flight may take to finish after SIGTERM or Ctrl-C (new ones get 503 "
+        "meanwhile); a second signal exits at once",
+        minimum=0,
+    )
     api_key: str = setting(
         "",
         "API keys, comma-separated; when any is set, every /v1 route needs 'Authorization: Bearer KEY'",

@@ -8,10 +8,12 @@
     ├── Unauthorized                  401 invalid_request_error   (no API key, or a wrong one)
     ├── ModelNotFound                 404 invalid_request_error
     ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
-    ├── EngineUnavailable             503 server_error            (engine dead, overloaded or timed out)
+    ├── EngineUnavailable             503 server_error            (engine dead, restarting, overloaded or timed
+    │                                                              out; the server draining)
     └── ClientGone                    499 (nobody reads it)       (the client disconnected; not an error of ours)
 
-Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler. The one
+Raise these anywhere; ``server/app.py`` turns them into responses in exactly one handler. An error with
+``retry_after_s`` also sends a ``Retry-After`` header (whole seconds), for the 503s that will pass. The one
 exception is ``Unauthorized``, answered by the key check (``server/auth.py``) before any route, and
 any body, is read; it answers with the same ``to_json()``.
 """
@@ -25,14 +27,21 @@ class VoxlaneError(Exception):
     status_code = 500
     error_type = "server_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, code: str | None = None, retry_after_s: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        self.retry_after_s = retry_after_s
+        """Seconds after which the same request should succeed, when known (sent as ``Retry-After``)."""
 
     def to_json(self) -> dict[str, Any]:
         return error_json(self.message, self.error_type, self.param, self.code)
+
+    def headers(self) -> dict[str, str] | None:
+        return None if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
 
 class InvalidRequest(VoxlaneError):
@@ -72,8 +81,15 @@ class EngineUnavailable(VoxlaneError):
     status_code = 503
     error_type = "server_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = "engine_unavailable") -> None:
-        super().__init__(message, param=param, code=code)
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = "engine_unavailable",
+        retry_after_s: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code, retry_after_s=retry_after_s)
 
 
 class ClientGone(VoxlaneError):
@@ -83,7 +99,7 @@ class ClientGone(VoxlaneError):
     status_code = 499
     error_type = "client_closed_request"
 
-    def __init__(self, message: str = "the client closed the connection", **kwargs: str | None) -> None:
+    def __init__(self, message: str = "the client closed the connection", **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
 
 

@@ -27,7 +27,7 @@ def by_name(dev_set: list[Clip], name: str) -> Clip:
 
 
 def test_health(server) -> None:  # /v1/models: tests/e2e/test_models.py
-    assert httpx.get(server.base_url + "/health").json() == {"status": "ok"}
+    assert httpx.get(server.base_url + "/health").json() == {"status": "ok", "engine_restarts": 0}
 
 
 def test_json_and_text(client, dev_set) -> None:

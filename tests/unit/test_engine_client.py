@@ -76,9 +76,13 @@ class FakeEngine:
         self.ctx.destroy(linger=0)
 
 
-def run(scenario: Callable[[EngineClient, FakeEngine], Awaitable[None]], **config: Any) -> None:
+def run(
+    scenario: Callable[[EngineClient, FakeEngine], Awaitable[None]],
+    on_restart: Callable[[], None] | None = None,
+    **config: Any,
+) -> None:
     async def main() -> None:
-        client = EngineClient(ServerConfig(**config), launch=FakeProcess)
+        client = EngineClient(ServerConfig(**config), launch=FakeProcess, on_restart=on_restart)
         engine = FakeEngine(client)
         try:
             await engine.send(Ready("fake", False, 80))
@@ -153,14 +157,59 @@ def test_the_engines_death_fails_every_open_stream() -> None:
             outcomes = await asyncio.wait_for(asyncio.gather(*readers, probe, return_exceptions=True), 5)
         assert all(isinstance(o, EngineUnavailable) for o in outcomes), outcomes
         assert all(o.status_code == 503 and "the engine stopped" in o.message for o in outcomes)
-        assert not client.healthy
-        with pytest.raises(EngineUnavailable, match="not running"):
+        assert all(
+            o.retry_after_s is not None and o.headers() == {"Retry-After": str(o.retry_after_s)} for o in outcomes
+        )
+        assert not client.healthy and client.state == "restarting"
+        with pytest.raises(EngineUnavailable, match="restarting") as raised:
             client.check_alive()
+        assert raised.value.retry_after_s is not None and raised.value.retry_after_s >= 1
         with pytest.raises(EngineUnavailable):
             async with client.request("late", 1):
                 pass
 
     run(scenario)
+
+
+def test_a_dead_engine_is_started_again_on_fresh_sockets() -> None:
+    async def scenario(client: EngineClient, engine: FakeEngine) -> None:
+        old_process, old_addr = client.process, client.socket.input_addr
+        assert isinstance(old_process, FakeProcess)
+        old_process.dead = True
+        while client.process is old_process:  # the backoff (10 ms), then a new process on new sockets
+            await asyncio.sleep(0.01)
+        assert client.state == "restarting" and client.restarts == 1 and restarts == [1]
+        assert client.socket.input_addr != old_addr
+        reborn = FakeEngine(client)
+        try:
+            await reborn.send(Ready("fake", False, 80))
+            while not client.healthy:
+                await asyncio.sleep(0.01)
+            async with client.request("again", 1) as again:
+                await client.send(window("again", 0, 1), np.ones((80, 3000), dtype=np.float32))
+                assert isinstance(await reborn.recv(), WindowRequest)
+                await reborn.send(WindowResult("again", 0, "en", []))
+                assert len(await collect(again.results(5))) == 1
+        finally:
+            reborn.close()
+
+    restarts: list[int] = []
+    run(scenario, on_restart=lambda: restarts.append(1), engine_restart_backoff_s=0.01)
+
+
+def test_a_crash_loop_stops_the_restarts_and_says_why() -> None:
+    async def scenario(client: EngineClient, engine: FakeEngine) -> None:
+        assert isinstance(client.process, FakeProcess)
+        client.process.dead = True
+        while client.state != "failed":
+            await asyncio.sleep(0.01)
+        assert client.restarts == 0
+        assert client.failure is not None and "--engine-crash-loop-deaths" in client.failure
+        with pytest.raises(EngineUnavailable, match="stopped restarting it") as raised:
+            client.check_alive()
+        assert raised.value.retry_after_s is None  # it will not come back by itself
+
+    run(scenario, engine_crash_loop_deaths=1)
 
 
 def test_a_result_for_an_unknown_request_is_dropped() -> None:

@@ -1,4 +1,4 @@
-"""build_app: the FastAPI app, its lifespan (executors + engine) and the one error handler."""
+"""build_app: the FastAPI app, its lifespan (executors + engine), its drain gate and the one error handler."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from voxlane.engine.client import EngineClient
 from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
 from voxlane.server.auth import RequireApiKey
+from voxlane.server.drain import Drain, DrainGate
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import LoopWatchdog
 from voxlane.server.metrics import Metrics
@@ -38,13 +39,17 @@ def build_app(config: ServerConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executors = Executors(config)
-        engine = EngineClient(config)
+        metrics = Metrics()
+
+        def count_restart() -> None:
+            metrics.engine_restarts += 1
+
+        engine = EngineClient(config, on_restart=count_restart)
         registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
         try:
             await executors.run("files", registry.load)
             await executors.warm_up((config.engine.tts_preload or default_voice_paths())[1])
             await engine.start()
-            metrics = Metrics()
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
             metrics.gc.install()
@@ -70,6 +75,7 @@ def build_app(config: ServerConfig) -> FastAPI:
             await engine.close()
 
     app = FastAPI(title="voxlane", version=__version__, lifespan=lifespan)
+    app.state.drain = drain = Drain(config.drain_timeout_s)
     app.include_router(system.router)
     app.include_router(transcriptions.router)
     app.include_router(speech.router)
@@ -79,7 +85,8 @@ def build_app(config: ServerConfig) -> FastAPI:
     if config.api_keys:  # inside the counter, so that refused requests are counted (as 401s) too
         app.add_middleware(RequireApiKey, keys=config.api_keys, protect_metrics=config.metrics_need_key)
         log.info("API keys: %d; every /v1 route needs one", len(config.api_keys))  # how many, never which
-    app.add_middleware(_CountRequests)
+    app.add_middleware(DrainGate, drain=drain)
+    app.add_middleware(_CountRequests)  # outermost: it counts the drain's 503s and the key check's 401s too
     return app
 
 
@@ -107,9 +114,9 @@ class _CountRequests:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(VoxlaneError)
     async def voxlane_error(request: Request, exc: VoxlaneError) -> JSONResponse:
-        if exc.status_code >= 500:
+        if exc.status_code >= 500 and exc.retry_after_s is None:  # a 503 that says when to retry is expected
             log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
-        return JSONResponse(exc.to_json(), status_code=exc.status_code)
+        return JSONResponse(exc.to_json(), status_code=exc.status_code, headers=exc.headers())
 
     @app.exception_handler(ClientDisconnect)
     async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:

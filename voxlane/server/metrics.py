@@ -23,6 +23,8 @@ class Metrics:
     """Seconds of speech synthesised and sent."""
     speech_streams: int = 0
     """Speech streams that completed."""
+    engine_restarts: int = 0
+    """Engine processes started after one died."""
     loop: LoopStallMonitor = field(default_factory=LoopStallMonitor)
     gc: GcPauseMonitor = field(default_factory=GcPauseMonitor)
 
@@ -47,6 +49,9 @@ class Metrics:
             f"voxlane_engine_queued_windows {queued_windows}",
             "# TYPE voxlane_engine_up gauge",
             f"voxlane_engine_up {int(engine_up)}",
+            "# HELP voxlane_engine_restarts_total Engine processes started after one died.",
+            "# TYPE voxlane_engine_restarts_total counter",
+            f"voxlane_engine_restarts_total {self.engine_restarts}",
             "# TYPE voxlane_speech_seconds_total counter",
             f"voxlane_speech_seconds_total {self.speech_seconds:.3f}",
             "# TYPE voxlane_speech_streams_total counter",

@@ -1,24 +1,28 @@
 """EngineClient: the routes' one handle on the engine: admits requests, sends their work, routes each
-result the engine sends back to the stream of the request it belongs to, and fails every open stream
-when the engine dies.
+result the engine sends back to the stream of the request it belongs to, and supervises the engine
+process: when it dies, every open stream fails at once with a 503 that says when to retry, and a new engine
+starts after a backoff (``RestartPolicy``), until a crash loop makes the server give up.
 
-Two background tasks run on the event loop: one receives and routes, one watches the engine process.
+Two background tasks run on the event loop: one receives and routes, one watches the engine process and
+restarts it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from voxlane.config import ServerConfig
 from voxlane.engine.client.streams import ResultStream
-from voxlane.engine.client.supervisor import EngineProcess
+from voxlane.engine.client.supervisor import EngineProcess, RestartPolicy
 from voxlane.engine.client.transport import EngineSocket
 from voxlane.errors import EngineUnavailable
 from voxlane.messages import (
@@ -40,41 +44,60 @@ SpeechResult = tuple[SpeechAudio, np.ndarray]
 """One speech unit's audio: the message and its mono int16 PCM."""
 
 
+EngineState = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
 class EngineClient:
     def __init__(
-        self, config: ServerConfig, launch: Callable[[ServerConfig, str, str], EngineProcess] = EngineProcess
+        self,
+        config: ServerConfig,
+        launch: Callable[[ServerConfig, str, str], EngineProcess] = EngineProcess,
+        on_restart: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.ready: Ready | None = None
+        """What the engine said it serves (model, languages, mel bins); kept across restarts (same model)."""
+        self.state: EngineState = "starting"
         self.failure: str | None = None
+        """Why the engine is not serving: the last death, or why the server gave up on it."""
+        self.restarts = 0
+        """Engine processes started after the first one died."""
+        self.policy = RestartPolicy.from_config(config)
         self.socket = EngineSocket()
+        self._launch = launch
         self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
+        self._on_restart = on_restart
         self.speech_streams = 0
         self._queued_windows = 0
         self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
         """Open streams by request id, with the type of message their results come in."""
-        self._tasks: list[asyncio.Task[None]] = []
+        self._receiver: asyncio.Task[None] | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         self._ready_event = asyncio.Event()
+        self._start_failure: str | None = None
+        """What the engine reported (EngineFailed) when it could not load its models."""
+        self._start_timeout_s = 300.0
+        self._load_s = 0.0
+        """How long the last start took until the engine was ready: what a restart is expected to take."""
+        self._next_start_at = 0.0
+        """When the restart under way starts (or started) its process, in time.monotonic() seconds."""
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, timeout_s: float = 300.0) -> None:
-        """Start the engine and wait until it has loaded its models. Raises RuntimeError with the reason."""
-        self.process.start()
-        self._tasks = [
-            asyncio.create_task(self._receive(), name="voxlane-engine-receive"),
-            asyncio.create_task(self._watch(), name="voxlane-engine-watch"),
-        ]
-        try:
-            await asyncio.wait_for(self._ready_event.wait(), timeout_s)
-        except TimeoutError:
-            self.failure = f"the engine did not start within {timeout_s:g} s"
-        if self.failure:
+        """Start the engine and wait until it has loaded its models, then watch it: from here on a dead engine
+        is started again (see ``_supervise``). Raises RuntimeError with the reason if the first start fails."""
+        self._start_timeout_s = timeout_s
+        self.failure = await self._boot()
+        if self.failure is not None:
             raise RuntimeError(self.failure)
+        self._supervisor = asyncio.create_task(self._supervise(), name="voxlane-engine-supervisor")
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        self.state = "stopped"
+        for task in (self._supervisor, self._receiver):
+            if task is not None:
+                task.cancel()
         if self.process.alive:
             self.socket.send_now(Shutdown())
             await self.process.stop(grace_s=1.0)
@@ -83,11 +106,30 @@ class EngineClient:
 
     @property
     def healthy(self) -> bool:
-        return self.ready is not None and self.failure is None and self.process.alive
+        return self.state == "ready" and self.process.alive
 
     def check_alive(self) -> None:
         if not self.healthy:
-            raise EngineUnavailable(f"the engine is not running ({self.failure or 'starting'}); retry later")
+            raise self.unavailable()
+
+    def unavailable(self) -> EngineUnavailable:
+        """The 503 for work that arrives while the engine is not serving; it says when to come back."""
+        if self.state == "failed":
+            return EngineUnavailable(
+                f"the engine is down and the server stopped restarting it ({self.failure}); "
+                "the server needs restarting (see its log)"
+            )
+        if self.state == "stopped":
+            return EngineUnavailable("the server is shutting down")
+        retry_s = self.retry_after_s()
+        what = "restarting" if self.state == "restarting" else "not running"
+        why = self.failure or ("starting" if self.state == "starting" else "it has just stopped")
+        return EngineUnavailable(f"the engine is {what} ({why}); retry in {retry_s} s", retry_after_s=retry_s)
+
+    def retry_after_s(self, now: float | None = None) -> int:
+        """Whole seconds until the engine should serve again: the backoff left plus the last load time."""
+        now = time.monotonic() if now is None else now
+        return max(1, math.ceil(max(self._next_start_at, now) + self._load_s - now))
 
     @property
     def queued_windows(self) -> int:
@@ -148,7 +190,14 @@ class EngineClient:
     async def send(self, msg: WindowRequest | SpeechUnit | ProbeVoice, features: np.ndarray | None = None) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
         self.check_alive()
-        await self.socket.send(msg, features)
+        try:
+            await self.socket.send(msg, features)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() == 0:
+                # Not this task's cancellation: the engine died and its socket closed under this send.
+                raise self.unavailable() from None
+            raise
 
     async def probe_voice(self, model_path: str, config_path: str, timeout_s: float) -> VoiceProbed:
         """Have the engine load a voice and make it speak (off its scheduling loop). Raises EngineUnavailable
@@ -176,9 +225,89 @@ class EngineClient:
 
     # --- background tasks ------------------------------------------------------------------------
 
-    async def _receive(self) -> None:
+    async def _boot(self) -> str | None:
+        """Start ``self.process`` and wait until it is ready. None once it is; else why not: it reported a
+        failure, exited, or has not become ready within the start timeout."""
+        self._start_failure = None
+        self._ready_event.clear()
+        began = time.monotonic()
+        self.process.start()
+        self._receiver = asyncio.create_task(self._receive(self.socket), name="voxlane-engine-receive")
+        exited = asyncio.create_task(self.process.wait_exit(), name="voxlane-engine-start-watch")
+        ready = asyncio.create_task(self._ready_event.wait())
+        try:
+            await asyncio.wait({exited, ready}, timeout=self._start_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+            ready.cancel()
+        if self._start_failure is not None:
+            return self._start_failure
+        if not self._ready_event.is_set():
+            if exited.done() and not exited.cancelled():
+                return f"the engine process exited while starting (code {exited.result()})"
+            return f"the engine did not start within {self._start_timeout_s:g} s"
+        self._load_s = time.monotonic() - began
+        self.state = "ready"
+        self.failure = None
+        return None
+
+    async def _supervise(self) -> None:
+        """Wait for the engine to die; fail what waits on it; start a new one after the policy's backoff, on
+        new sockets (nothing sent to or from the dead one can reach the next); give up on a crash loop."""
         while True:
-            msg, pcm = await self.socket.recv()
+            code = await self.process.wait_exit()
+            reason = f"the engine process exited (code {code})"
+            while True:
+                delay = self.policy.on_death(time.monotonic())
+                self._bury(reason, delay)
+                if delay is None:
+                    return
+                await asyncio.sleep(delay)
+                self.process = self._launch(self.config, self.socket.input_addr, self.socket.output_addr)
+                self.restarts += 1
+                if self._on_restart is not None:
+                    self._on_restart()
+                log.warning("starting engine process again (restart %d)", self.restarts)
+                failed_start = await self._boot()
+                if failed_start is None:
+                    log.warning(
+                        "the engine is serving again after restart %d (loaded in %.1f s)", self.restarts, self._load_s
+                    )
+                    break
+                reason = failed_start
+                await self.process.stop(grace_s=0.0)  # one that timed out is still there
+
+    def _bury(self, reason: str, delay_s: float | None) -> None:
+        """The engine is gone: fail every open stream, and swap in fresh sockets for the next one."""
+        now = time.monotonic()
+        if delay_s is None:
+            self.state = "failed"
+            self.failure = (
+                f"{reason}; it died {self.policy.recent_deaths} times within "
+                f"{self.policy.window_s:g} s (--engine-crash-loop-deaths, --engine-crash-loop-window-s)"
+            )
+            log.error(
+                "the engine is crash-looping, not restarting it: %s; failing %d request(s)",
+                self.failure,
+                len(self._streams),
+            )
+            error = self.unavailable()
+        else:
+            self.state = "restarting"
+            self.failure = reason
+            self._next_start_at = now + delay_s
+            log.error("%s; failing %d request(s); restarting it in %.1f s", reason, len(self._streams), delay_s)
+            retry_s = self.retry_after_s(now)
+            error = EngineUnavailable(f"the engine stopped ({reason}): retry in {retry_s} s", retry_after_s=retry_s)
+        if self._receiver is not None:
+            self._receiver.cancel()
+        self._fail_all(error)
+        dead, self.socket = self.socket, EngineSocket()
+        dead.close()
+
+    async def _receive(self, socket: EngineSocket) -> None:
+        while True:
+            msg, pcm = await socket.recv()
             if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed)):
                 entry = self._streams.get(msg.request_id)
                 if entry is None or not isinstance(msg, entry[0]):
@@ -194,16 +323,8 @@ class EngineClient:
                 self.ready = msg
                 self._ready_event.set()
             elif isinstance(msg, EngineFailed):
-                self.failure = msg.reason
+                self._start_failure = msg.reason
                 self._ready_event.set()
-
-    async def _watch(self) -> None:
-        code = await self.process.wait_exit()
-        if self.failure is None:
-            self.failure = f"the engine process exited (code {code})"
-        log.error("%s; failing %d request(s)", self.failure, len(self._streams))
-        self._ready_event.set()
-        self._fail_all(EngineUnavailable(f"the engine stopped ({self.failure}): retry later"))
 
     def _fail_all(self, error: EngineUnavailable) -> None:
         for _, stream in list(self._streams.values()):

@@ -6,8 +6,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from voxlane.config import MODEL_ALIASES
-from voxlane.errors import EngineUnavailable, ModelNotFound
+from voxlane.errors import ModelNotFound
 from voxlane.protocol import ModelCard, ModelKind, ModelList
+from voxlane.server.drain import Drain
 from voxlane.server.state import AppState, get_state
 from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES
 
@@ -16,11 +17,20 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(request: Request) -> Response:
+    """200 ``{"status": "ok", "engine_restarts": N}`` while serving; otherwise 503 with the status
+    (``starting``, ``restarting``, ``failed``, ``draining``), the reason, and ``Retry-After`` where known."""
     engine = get_state(request).engine
-    if engine.healthy:
-        return JSONResponse({"status": "ok"})
-    error = EngineUnavailable(f"the engine is not serving ({engine.failure or 'starting'})")
-    return JSONResponse(error.to_json(), status_code=503)
+    drain: Drain = request.app.state.drain
+    if drain.draining:
+        error = drain.refusal()
+        status = "draining"
+    elif engine.healthy:
+        return JSONResponse({"status": "ok", "engine_restarts": engine.restarts})
+    else:
+        error = engine.unavailable()
+        status = engine.state if engine.state != "ready" else "restarting"  # dead, not yet noticed
+    body = {"status": status, "engine_restarts": engine.restarts, "reason": error.message}
+    return JSONResponse(body, status_code=503, headers=error.headers())
 
 
 @router.get("/metrics")

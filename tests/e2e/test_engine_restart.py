@@ -1,0 +1,110 @@
+"""The engine supervisor: kill -9 the engine under load; every request ends (200 or 503 with Retry-After),
+a new engine serves within its load time, and /health and /metrics count the restart. A crash loop stops
+the restarts and says so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import Clip, ServerProcess
+from tests.e2e.test_lifecycle import engine_pid, fire, long_clip
+
+
+def transcribe(server: ServerProcess, clip: Clip, timeout_s: float = 30) -> httpx.Response:
+    return httpx.post(
+        server.base_url + "/v1/audio/transcriptions",
+        files={"file": clip.path.open("rb")},
+        data={"model": "whisper-1"},
+        timeout=timeout_s,
+    )
+
+
+def wait_health(server: ServerProcess, status: str, timeout_s: float) -> httpx.Response:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = httpx.get(server.base_url + "/health", timeout=2)
+        if r.json()["status"] == status:
+            return r
+        assert time.monotonic() < deadline, f"/health never said {status!r}; last {r.json()}\n{server.log()}"
+        time.sleep(0.05)
+
+
+@pytest.fixture()
+def started() -> Iterator[tuple[ServerProcess, float]]:
+    """A fresh server, and how long it took to answer /health 200 (an upper bound of the model load time)."""
+    began = time.monotonic()
+    srv = ServerProcess()
+    srv.wait_ready()
+    yield srv, time.monotonic() - began
+    srv.stop(signal.SIGKILL)
+
+
+def test_kill_9_of_the_engine_under_load_recovers(started: tuple[ServerProcess, float], dev_set) -> None:
+    server, startup_s = started
+    clip = next(c for c in dev_set if c.path.name == "mfa_um.wav")
+    first_engine = engine_pid(server)
+    results: list = []
+    # Short clips that may finish before the kill, long ones that cannot (client timeout 120 s: a hang fails).
+    threads = fire(server, clip, 4, results) + fire(server, long_clip(dev_set), 4, results)
+    time.sleep(2.0)  # uploads decoded, windows in the engine
+    os.kill(first_engine, signal.SIGKILL)
+    killed_at = time.monotonic()
+
+    restarting = wait_health(server, "restarting", 2)
+    assert restarting.status_code == 503 and int(restarting.headers["Retry-After"]) >= 1
+    assert "exited (code -9)" in restarting.json()["reason"]
+    # Work that arrives during the restart is turned away at once, with a time to come back.
+    asked = time.monotonic()
+    r = transcribe(server, clip)
+    if r.status_code == 503:
+        assert time.monotonic() - asked < 5, "a request during the restart waited instead of a prompt 503"
+        assert int(r.headers["Retry-After"]) >= 1 and r.json()["error"]["code"] == "engine_unavailable"
+
+    for t in threads:
+        t.join(130)
+    assert len(results) == 8, "a request hung"
+    assert sum(isinstance(r, httpx.Response) and r.status_code == 503 for r in results) >= 4
+    for r in results:
+        assert isinstance(r, httpx.Response), r
+        assert r.status_code in (200, 503), r.text
+        if r.status_code == 503:
+            assert r.json()["error"]["code"] == "engine_unavailable"
+            assert int(r.headers["Retry-After"]) >= 1
+
+    # The next transcription succeeds within the model's load time and a few seconds.
+    while (r := transcribe(server, clip)).status_code != 200:
+        assert r.status_code == 503, r.text
+        assert time.monotonic() - killed_at < startup_s + 15, f"no recovery\n{server.log()}"
+        time.sleep(0.1)
+    recovered_s = time.monotonic() - killed_at
+    print(f"\nkill -9 to the next successful transcription: {recovered_s:.2f} s (server start took {startup_s:.2f} s)")
+    assert r.json()["text"].strip()
+
+    health = httpx.get(server.base_url + "/health")
+    assert health.status_code == 200 and health.json() == {"status": "ok", "engine_restarts": 1}
+    assert engine_pid(server) != first_engine
+    assert "voxlane_engine_restarts_total 1\n" in httpx.get(server.base_url + "/metrics").text
+
+
+def test_a_crash_loop_stops_restarting_and_says_so(dev_set) -> None:
+    server = ServerProcess("--engine-crash-loop-deaths", "2", "--engine-crash-loop-window-s", "600")
+    try:
+        server.wait_ready()
+        os.kill(engine_pid(server), signal.SIGKILL)
+        wait_health(server, "ok", 120)
+        os.kill(engine_pid(server), signal.SIGKILL)  # the second death within 600 s: a crash loop
+        failed = wait_health(server, "failed", 2)
+        assert failed.status_code == 503 and "Retry-After" not in failed.headers
+        assert failed.json()["engine_restarts"] == 1
+        assert "--engine-crash-loop-deaths" in failed.json()["reason"]
+        r = transcribe(server, dev_set[1])
+        assert r.status_code == 503 and "stopped restarting" in r.json()["error"]["message"]
+        assert "crash-looping" in server.log()
+    finally:
+        server.stop(signal.SIGKILL)
