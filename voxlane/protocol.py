@@ -257,14 +257,14 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 def sse_content(*events: type[BaseModel]) -> dict[str, Any]:
     """The ``text/event-stream`` media type of a response whose events are ``events``, each a ``data:`` line of
-    JSON, in FastAPI's spelling (``itemSchema``: one event). A stream that fails after it has started ends
-    with an ``error`` event, OpenAI's error JSON with ``type: "error"``."""
+    JSON. Its ``schema`` describes one event, as OpenAPI 3.1 reads it (3.2 calls that ``itemSchema``). A stream
+    that fails after it has started ends with an ``error`` event, OpenAI's error JSON with ``type: "error"``."""
     schemas = [_inlined_schema(event) for event in events]
     error = _inlined_schema(ErrorResponse)
     error.update(title="StreamError", description="The stream failed after it had started.")
     error.update(properties={"type": {"const": "error"}, **error["properties"]}, required=["type", "error"])
     data = {"type": "string", "contentMediaType": "application/json", "contentSchema": {"anyOf": [*schemas, error]}}
-    return {"itemSchema": {"type": "object", "properties": {"data": data, "event": {"type": "string"}}}}
+    return {"schema": {"type": "object", "properties": {"data": data, "event": {"type": "string"}}}}
 
 
 def _inlined_schema(model: type[BaseModel]) -> dict[str, Any]:

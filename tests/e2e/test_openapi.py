@@ -40,6 +40,7 @@ CHECKS = [
 def test_served_schema_is_the_fuzzed_one(server: ServerProcess) -> None:
     served = httpx.get(server.base_url + "/openapi.json", timeout=10).json()
     assert served == SCHEMA
+    schema.validate()  # against OpenAPI 3.1's own schema
     body = served["paths"]["/v1/audio/transcriptions"]["post"]["requestBody"]["content"]["multipart/form-data"]
     fields = body["schema"]["properties"]
     assert fields["file"]["format"] == "binary"
