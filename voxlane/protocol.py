@@ -1,10 +1,13 @@
-"""HTTP wire types, with OpenAI's names and shapes. Nothing here touches the engine."""
+"""HTTP wire types, with OpenAI's names and shapes, and the OpenAPI schema of the multipart forms that the
+routes read by hand (``multipart_body``). Nothing here touches the engine."""
 
 from __future__ import annotations
 
-from typing import Literal
+import copy
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voxlane.languages import LANGUAGES
 
@@ -17,7 +20,7 @@ LANGUAGE_CODES = frozenset(LANGUAGES)
 class ServerVad(BaseModel):
     """OpenAI's ``chunking_strategy`` object: cut the audio at pauses that voice activity detection finds."""
 
-    model_config = {"extra": "forbid"}
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     type: Literal["server_vad"]
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
@@ -34,17 +37,31 @@ ChunkingStrategy = Literal["auto", "none"] | ServerVad
 
 
 class TranscriptionRequest(BaseModel):
-    """The form fields of /v1/audio/transcriptions and /v1/audio/translations, except ``file``."""
+    """The form fields of /v1/audio/transcriptions and /v1/audio/translations, except ``file``. The field
+    docstrings are the API's documentation (``/docs``)."""
 
-    model: str
-    language: str | None = None
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    model: str = Field(examples=["whisper-1"])
+    """The Whisper model: ``whisper-1`` or the served model's name (GET /v1/models)."""
+    language: str | None = Field(default=None, examples=["en"])
+    """The audio's language, an ISO-639-1 code; left out, Whisper detects it. English-only models take only
+    ``en``."""
     prompt: str | None = Field(default=None, max_length=4096)
+    """Text that precedes the audio (names, spelling, style); Whisper continues from it."""
     response_format: ResponseFormat = "json"
+    """``json`` and ``text``: the text; ``verbose_json``: segments (and words) with timestamps; ``srt``,
+    ``vtt``: subtitles."""
     temperature: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Sampling temperature; 0 decodes greedily."""
     timestamp_granularities: list[Literal["segment", "word"]] = Field(default_factory=list)
+    """Timestamps to return, with ``response_format=verbose_json`` only; ``segment`` when left out."""
     stream: bool = False
+    """``true``: server-sent events, ``transcript.text.delta`` as each window's text is final, then
+    ``transcript.text.done``; with ``response_format`` ``json`` or ``text`` only."""
     chunking_strategy: ChunkingStrategy | None = None
-    """None: the server's default (--chunking-strategy)."""
+    """``auto`` or a ``server_vad`` object (sent as JSON): decode only the speech that voice activity detection
+    finds; ``none``: all of the audio in 30 s windows. Left out: the server's ``--chunking-strategy``."""
 
     @field_validator("language")
     @classmethod
@@ -120,13 +137,22 @@ class ModelList(BaseModel):
 class SpeechRequest(BaseModel):
     """The JSON body of /v1/audio/speech. ``input``'s length limit is the server's (--max-speech-input-chars)."""
 
-    model: str
-    input: str
-    voice: str
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    model: str = Field(examples=["tts-1"])
+    """``piper``, or one of its aliases ``tts-1``, ``tts-1-hd``."""
+    input: str = Field(examples=["Hello there."])
+    """The text to speak; at most ``--max-speech-input-chars`` characters."""
+    voice: str = Field(examples=["joe"])
+    """A voice from GET /v1/audio/voices; OpenAI's names (``alloy``, ...) speak with the default voice."""
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    """The audio's format; ``pcm`` is raw 16-bit little-endian mono samples."""
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
     stream_format: Literal["audio", "sse"] = "audio"
+    """``audio``: the audio bytes, streamed as they are synthesised; ``sse``: server-sent events,
+    ``speech.audio.delta`` (base64 audio) then ``speech.audio.done``."""
     sample_rate: int | None = Field(default=None, ge=8000, le=48000)
+    """Resample the audio to this rate (Hz); left out, the voice's own rate."""
     instructions: str | None = None
     """Accepted for compatibility with OpenAI's gpt-4o-mini-tts; Piper voices ignore it."""
 
@@ -142,3 +168,176 @@ class VoiceCard(BaseModel):
 class VoiceList(BaseModel):
     object: Literal["list"] = "list"
     data: list[VoiceCard]
+
+
+VOICE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+
+
+class VoiceUpload(BaseModel):
+    """The text field of POST /v1/audio/voices; its two files are declared with ``multipart_body``."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    name: str = Field(pattern=VOICE_NAME_PATTERN, examples=["my-voice"])
+    """The voice's name: 1 to 64 letters, digits, '-' or '_', starting with a letter or digit, not a
+    built-in name (``joe``, ``alloy``, ...). Uploading a name again replaces that voice."""
+
+
+class VoiceDeleted(BaseModel):
+    id: str
+    object: Literal["voice"] = "voice"
+    deleted: Literal[True] = True
+
+
+class Health(BaseModel):
+    status: Literal["ok", "starting", "restarting", "failed", "draining"] = "ok"
+    """``ok`` while the engine serves; any other status comes with a 503."""
+    engine_restarts: int = 0
+    """Times the engine process was started again after it died."""
+    reason: str | None = None
+    """Why the server is not serving (absent while it is)."""
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    """What was wrong, and what to send instead."""
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error JSON, the body of every error response."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    error: ErrorDetail
+
+
+class TranscriptTextDelta(BaseModel):
+    """A server-sent event of a transcription with ``stream=true``: one window's text, once it is final."""
+
+    type: Literal["transcript.text.delta"] = "transcript.text.delta"
+    delta: str
+    logprobs: None = None
+
+
+class TranscriptTextDone(BaseModel):
+    """The last event of a transcription stream: the whole text."""
+
+    type: Literal["transcript.text.done"] = "transcript.text.done"
+    text: str
+    logprobs: None = None
+
+
+class SpeechAudioDelta(BaseModel):
+    """A server-sent event of speech with ``stream_format=sse``: encoded audio, base64."""
+
+    type: Literal["speech.audio.delta"] = "speech.audio.delta"
+    audio: str
+
+
+class SpeechUsage(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class SpeechAudioDone(BaseModel):
+    """The last event of a speech stream."""
+
+    type: Literal["speech.audio.done"] = "speech.audio.done"
+    usage: SpeechUsage
+
+
+_ERRORS = {
+    400: "A bad field, or an upload that cannot be used; the message says what to send instead.",
+    404: "An unknown model.",
+    413: "An upload or audio over the server's limits; the message names the option that raises it.",
+    503: "The engine is down, overloaded or timed out.",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """FastAPI ``responses`` for these error statuses, each with OpenAI's error JSON. A catch-all ``4XX``
+    (a wrong method, a client that went away) also stands in for FastAPI's 422, which voxlane never sends:
+    its validation errors are 400s."""
+    responses: dict[int | str, dict[str, Any]] = {
+        status: {"model": ErrorResponse, "description": _ERRORS[status]} for status in statuses
+    }
+    responses["4XX"] = {"model": ErrorResponse, "description": "Another client error, in the same shape."}
+    return responses
+
+
+def sse_content(*events: type[BaseModel]) -> dict[str, Any]:
+    """The ``text/event-stream`` media type of a response whose events are ``events``, each a ``data:`` line of
+    JSON. Its ``schema`` describes one event, as OpenAPI 3.1 reads it (3.2 calls that ``itemSchema``). A stream
+    that fails after it has started ends with an ``error`` event, OpenAI's error JSON with ``type: "error"``."""
+    schemas = [_inlined_schema(event) for event in events]
+    error = _inlined_schema(ErrorResponse)
+    error.update(title="StreamError", description="The stream failed after it had started.")
+    error.update(properties={"type": {"const": "error"}, **error["properties"]}, required=["type", "error"])
+    data = {"type": "string", "contentMediaType": "application/json", "contentSchema": {"anyOf": [*schemas, error]}}
+    return {"schema": {"type": "object", "properties": {"data": data, "event": {"type": "string"}}}}
+
+
+def _inlined_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/$defs/{model}", mode="serialization")
+    result: dict[str, Any] = _inline({k: v for k, v in schema.items() if k != "$defs"}, schema.get("$defs", {}))
+    return result
+
+
+def multipart_body(
+    files: Mapping[str, str], fields: type[BaseModel], *, rename: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of a multipart form that a route reads by hand, for ``openapi_extra``: the
+    file parts ``files`` (name -> description), then ``fields``'s fields as text fields, under their wire
+    names (``rename``: field -> wire name). A field that is None when left out is documented as optional
+    text, since a form cannot send a null; an object-valued field is sent as JSON text."""
+    schema = fields.model_json_schema(ref_template="#/$defs/{model}")
+    defs = schema.get("$defs", {})
+    properties: dict[str, Any] = {
+        name: {
+            "type": "string",
+            "format": "binary",
+            "contentMediaType": "application/octet-stream",
+            "description": text,
+        }
+        for name, text in files.items()
+    }
+    for name, prop in schema["properties"].items():
+        properties[(rename or {}).get(name, name)] = _form_field(_inline(prop, defs))
+    required = [*files, *((rename or {}).get(name, name) for name in schema.get("required", []))]
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {"type": "object", "properties": properties, "required": required},
+                }
+            },
+        }
+    }
+
+
+def _inline(node: Any, defs: Mapping[str, Any]) -> Any:
+    """``node`` with every ``$ref`` to ``defs`` replaced by a copy of its target (the body is not a component)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline(copy.deepcopy(defs[ref.removeprefix("#/$defs/")]), defs)
+        return {key: _inline(value, defs) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inline(item, defs) for item in node]
+    return node
+
+
+def _form_field(prop: dict[str, Any]) -> dict[str, Any]:
+    """``prop`` without its null branch: in a form, leaving the field out is how to send None."""
+    branches = [b for b in prop.get("anyOf", []) if b != {"type": "null"}]
+    if len(branches) == len(prop.get("anyOf", [])):
+        return prop
+    rest = {key: value for key, value in prop.items() if key != "anyOf" and not (key == "default" and value is None)}
+    if len(branches) == 1:
+        return {**branches[0], **rest}
+    return {"anyOf": branches, **rest}

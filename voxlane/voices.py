@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 
 from voxlane.errors import InvalidRequest
 from voxlane.messages import VoiceProbed
+from voxlane.protocol import VOICE_NAME_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ OPENAI_VOICES = (
     "verse",
 )
 """OpenAI's voice names: stock clients send these, and they map to the default voice."""
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_NAME = re.compile(VOICE_NAME_PATTERN)
 _INDEX = "voices.json"
 
 
@@ -173,7 +174,7 @@ class VoiceRegistry:
         return None
 
     def check_name(self, name: str) -> None:
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):  # match() lets a trailing newline through '$'
             raise InvalidRequest(
                 "a voice name is 1 to 64 letters, digits, '-' or '_', starting with a letter or digit",
                 param="name",

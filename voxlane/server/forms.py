@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
 from voxlane.errors import InvalidRequest, PayloadTooLarge
@@ -49,8 +50,14 @@ async def read_form(
         raise limit.error(int(declared))
     try:
         return await request.form(max_files=max_files, max_fields=max_fields)
+    except HTTPException as exc:  # inside an app, Starlette raises a MultiPartException as a bare 400
+        raise _unparsed(exc.detail, parts) from None
     except (MultiPartException, AssertionError, ValueError) as exc:
-        raise InvalidRequest(f"could not parse the form ({exc}); send multipart/form-data with {parts}") from None
+        raise _unparsed(str(exc), parts) from None
+
+
+def _unparsed(reason: str, parts: str) -> InvalidRequest:
+    return InvalidRequest(f"could not parse the form ({reason}); send multipart/form-data with {parts}")
 
 
 def file_part(form: FormData, name: str, missing: str) -> UploadFile:

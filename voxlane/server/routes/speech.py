@@ -21,11 +21,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from voxlane.audio.encode import close_stream, encode_stream, finish_stream, open_stream
+from voxlane.audio.encode import MEDIA_TYPES, close_stream, encode_stream, finish_stream, open_stream
 from voxlane.engine.client import ResultStream, SpeechResult
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
 from voxlane.messages import SpeechUnit
-from voxlane.protocol import SpeechRequest
+from voxlane.protocol import SpeechAudioDelta, SpeechAudioDone, SpeechRequest, error_responses, sse_content
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 from voxlane.text.phonemes import phoneme_ids, prepare
@@ -35,8 +35,21 @@ from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES, Voice, remove_dir
 log = logging.getLogger(__name__)
 router = APIRouter()
 
+_AUDIO = {"schema": {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The audio in response_format, streamed as it is synthesised; with stream_format=sse, "
+        "server-sent events (speech.audio.delta with base64 audio, then speech.audio.done).",
+        "content": {
+            **{media_type: _AUDIO for media_type in sorted(set(MEDIA_TYPES.values()))},
+            "text/event-stream": sse_content(SpeechAudioDelta, SpeechAudioDone),
+        },
+    },
+    **error_responses(400, 404, 503),
+}
 
-@router.post("/v1/audio/speech")
+
+@router.post("/v1/audio/speech", response_class=StreamingResponse, responses=_RESPONSES)
 async def create_speech(body: SpeechRequest, request: Request) -> Response:
     state = get_state(request)
     _validate(body, state)

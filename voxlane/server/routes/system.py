@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from voxlane.config import MODEL_ALIASES
 from voxlane.errors import ModelNotFound
-from voxlane.protocol import ModelCard, ModelKind, ModelList
+from voxlane.protocol import Health, ModelCard, ModelKind, ModelList, error_responses
 from voxlane.server.drain import Drain
 from voxlane.server.state import AppState, get_state
 from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES
@@ -15,7 +15,16 @@ from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES
 router = APIRouter()
 
 
-@router.get("/health")
+@router.get(
+    "/health",
+    response_model=Health,
+    responses={
+        503: {
+            "model": Health,
+            "description": "Not serving: the engine is starting, restarting or failed, or the server is draining.",
+        }
+    },
+)
 async def health(request: Request) -> Response:
     """200 ``{"status": "ok", "engine_restarts": N}`` while serving; otherwise 503 with the status
     (``starting``, ``restarting``, ``failed``, ``draining``), the reason, and ``Retry-After`` where known."""
@@ -33,7 +42,7 @@ async def health(request: Request) -> Response:
     return JSONResponse(body, status_code=503, headers=error.headers())
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse, response_description="Prometheus text format.")
 async def metrics(request: Request) -> Response:
     state = get_state(request)
     return PlainTextResponse(
@@ -41,12 +50,12 @@ async def metrics(request: Request) -> Response:
     )
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", response_model=ModelList)
 async def list_models(request: Request) -> Response:
     return JSONResponse(ModelList(data=list(model_cards(get_state(request)).values())).model_dump())
 
 
-@router.get("/v1/models/{model_id:path}")
+@router.get("/v1/models/{model_id:path}", response_model=ModelCard, responses=error_responses(404))
 async def get_model(model_id: str, request: Request) -> Response:
     cards = model_cards(get_state(request))
     card = cards.get(model_id)

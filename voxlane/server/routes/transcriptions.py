@@ -37,8 +37,13 @@ from voxlane.protocol import (
     TranscriptionRequest,
     TranscriptionSegment,
     TranscriptionWord,
+    TranscriptTextDelta,
+    TranscriptTextDone,
     Usage,
     VerboseTranscription,
+    error_responses,
+    multipart_body,
+    sse_content,
 )
 from voxlane.server.formats import join_text, to_srt, to_vtt
 from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
@@ -49,12 +54,38 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 
-@router.post("/v1/audio/transcriptions")
+# The form is read by hand (_read_form, for OpenAI's error messages and the openai client's spellings of
+# chunking_strategy); this is what /openapi.json and /docs show of it.
+_FORM = multipart_body(
+    {"file": "The audio: wav, flac, mp3, ogg, webm, m4a or anything else FFmpeg reads."},
+    TranscriptionRequest,
+    rename={"timestamp_granularities": "timestamp_granularities[]"},
+)
+_TEXT = {"schema": {"type": "string"}}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The transcript, in the shape that response_format (and stream) asks for.",
+        "content": {
+            "text/plain": {**_TEXT, "example": "Hello there.\n"},  # text, srt
+            "text/vtt": _TEXT,
+            "text/event-stream": sse_content(TranscriptTextDelta, TranscriptTextDone),
+        },
+    },
+    **error_responses(400, 404, 413, 503),
+}
+_ROUTE: dict[str, Any] = {
+    "response_model": Transcription | VerboseTranscription,
+    "responses": _RESPONSES,
+    "openapi_extra": _FORM,
+}
+
+
+@router.post("/v1/audio/transcriptions", **_ROUTE)
 async def create_transcription(request: Request) -> Response:
     return await _handle(request, "transcribe")
 
 
-@router.post("/v1/audio/translations")
+@router.post("/v1/audio/translations", **_ROUTE)
 async def create_translation(request: Request) -> Response:
     return await _handle(request, "translate")
 

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 
 from voxlane.errors import InvalidRequest, PayloadTooLarge
 from voxlane.messages import VoiceProbed
-from voxlane.protocol import VoiceCard, VoiceList
+from voxlane.protocol import VoiceCard, VoiceDeleted, VoiceList, VoiceUpload, error_responses, multipart_body
 from voxlane.server.forms import MiB, UploadLimit, file_part, read_form, text_field
 from voxlane.server.state import AppState, get_state
 from voxlane.voices import OPENAI_VOICES, Voice, VoiceRegistry, remove_dir
@@ -24,6 +24,14 @@ router = APIRouter()
 
 _MAX_CONFIG_BYTES = 4 * MiB
 _FILE_PARTS = "send the voice as two file parts: 'model' (the .onnx) and 'config' (its .onnx.json)"
+# The form is read by hand (for its size limits and messages); this is what /openapi.json and /docs show of it.
+_FORM = multipart_body(
+    {
+        "model": "The Piper voice model, a .onnx file (at most --max-voice-upload-mb).",
+        "config": "Its config, the .onnx.json beside it (at most 4 MiB).",
+    },
+    VoiceUpload,
+)
 
 
 def _registry(state: AppState) -> VoiceRegistry:
@@ -31,14 +39,21 @@ def _registry(state: AppState) -> VoiceRegistry:
     return state.voices
 
 
-@router.get("/v1/audio/voices")
+@router.get("/v1/audio/voices", response_model=VoiceList)
 async def list_voices(request: Request) -> Response:
     voices = _registry(get_state(request)).names()
     cards = [VoiceCard(id=v.name, builtin=v.builtin, aliases=list(OPENAI_VOICES) if v.builtin else []) for v in voices]
     return JSONResponse(VoiceList(data=cards).model_dump())
 
 
-@router.post("/v1/audio/voices")
+@router.post(
+    "/v1/audio/voices",
+    status_code=201,
+    response_model=VoiceCard,
+    response_description="The voice loaded, spoke a probe sentence, and is stored.",
+    responses=error_responses(400, 413, 503),
+    openapi_extra=_FORM,
+)
 async def upload_voice(request: Request) -> Response:
     state = get_state(request)
     registry = _registry(state)
@@ -70,7 +85,7 @@ async def upload_voice(request: Request) -> Response:
     return JSONResponse(VoiceCard(id=voice.name, builtin=False).model_dump(), status_code=201)
 
 
-@router.delete("/v1/audio/voices/{name}")
+@router.delete("/v1/audio/voices/{name}", response_model=VoiceDeleted, responses=error_responses(400))
 async def delete_voice(name: str, request: Request) -> Response:
     state = get_state(request)
     registry = _registry(state)
@@ -83,4 +98,4 @@ async def delete_voice(name: str, request: Request) -> Response:
     stale, snapshot, generation = registry.remove(name)
     await state.executors.run("files", registry.write_index, snapshot, generation)
     await state.executors.run("files", remove_dir, stale)
-    return JSONResponse({"id": name, "object": "voice", "deleted": True})
+    return JSONResponse(VoiceDeleted(id=name).model_dump())
