@@ -24,6 +24,7 @@ from voxlane.errors import EngineUnavailable
 from voxlane.messages import (
     Abort,
     EngineFailed,
+    EngineStats,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -47,6 +48,8 @@ class EngineClient:
         self.config = config
         self.ready: Ready | None = None
         self.failure: str | None = None
+        self.stats: EngineStats | None = None
+        """The engine's latest counters (it sends them about once a second), for /metrics."""
         self.socket = EngineSocket()
         self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
         self.speech_streams = 0
@@ -190,6 +193,8 @@ class EngineClient:
                     entry[1].put(msg.index, (msg, pcm))
                 else:
                     entry[1].put(0, msg)
+            elif isinstance(msg, EngineStats):
+                self.stats = msg
             elif isinstance(msg, Ready):
                 self.ready = msg
                 self._ready_event.set()
