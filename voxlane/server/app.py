@@ -16,7 +16,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxlane import __version__
 from voxlane.config import ServerConfig, default_voice_paths
@@ -25,7 +24,7 @@ from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import LoopWatchdog
-from voxlane.server.metrics import Metrics
+from voxlane.server.metrics import Metrics, RequestMetrics
 from voxlane.server.routes import speech, system, transcriptions, voices
 from voxlane.server.state import AppState
 from voxlane.voices import VoiceRegistry
@@ -44,6 +43,7 @@ def build_app(config: ServerConfig) -> FastAPI:
             await executors.warm_up((config.engine.tts_preload or default_voice_paths())[1])
             await engine.start()
             metrics = Metrics()
+            metrics.watch(engine, executors)
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
             metrics.gc.install()
@@ -75,29 +75,8 @@ def build_app(config: ServerConfig) -> FastAPI:
     app.include_router(voices.router)
     _install_error_handlers(app)
 
-    app.add_middleware(_CountRequests)
+    app.add_middleware(RequestMetrics)
     return app
-
-
-class _CountRequests:
-    """Pure ASGI middleware (no body buffering, no extra task): counts responses by route and status."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_counted(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                state = getattr(scope["app"].state, "voxlane", None)
-                if state is not None:
-                    state.metrics.requests[(scope["path"], message["status"])] += 1
-            await send(message)
-
-        await self.app(scope, receive, send_counted)
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, Response
 
 from voxlane.errors import EngineUnavailable
 from voxlane.protocol import ModelCard, ModelList
@@ -24,9 +24,8 @@ async def health(request: Request) -> Response:
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     state = get_state(request)
-    return PlainTextResponse(
-        state.metrics.render(state.engine.queued_windows, state.engine.healthy), media_type="text/plain; version=0.0.4"
-    )
+    body, content_type = await state.executors.run("metrics", state.metrics.render, request.headers.get("accept", ""))
+    return Response(body, media_type=content_type)
 
 
 @router.get("/v1/models")
