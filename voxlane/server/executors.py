@@ -70,9 +70,9 @@ class Executors:
         self._factories["files"] = partial(
             ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files", initializer=_lower_priority
         )
-        self._factories["metrics"] = partial(
-            ThreadPoolExecutor, 1, thread_name_prefix="voxlane-metrics", initializer=_lower_priority
-        )
+        # Not niced: rendering is pure Python with the GIL held throughout, so the loop cannot run beside it
+        # anyway, and a niced thread would more often be taken off the CPU while it holds the GIL.
+        self._factories["metrics"] = partial(ThreadPoolExecutor, 1, thread_name_prefix="voxlane-metrics")
         # One single-process pool per encode worker: a stream's encoder lives in one process.
         self._encode_names = [f"encode-{i}" for i in range(config.encode_workers)]
         for name in self._encode_names:
