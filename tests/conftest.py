@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_DIR = Path(os.environ.get("VOXLANE_DEV_DATA", ROOT.parent / "shared" / "data" / "dev"))
@@ -132,11 +132,17 @@ def client(server: ServerProcess):
     return OpenAI(base_url=server.base_url + "/v1", api_key="not-needed", max_retries=0, timeout=300)
 
 
+def metric(metrics_text: str, sample: str, **labels: str) -> float:
+    """One sample's value on a /metrics page: ``sample`` named as the page writes it (``..._total``,
+    ``..._bucket``), the first whose labels include ``labels``."""
+    for family in text_string_to_metric_families(metrics_text):
+        for s in family.samples:
+            if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    raise KeyError(f"no sample {sample} {labels} on /metrics")
+
+
 def stall_reports(metrics_text: str) -> dict[str, int]:
     """From /metrics: event-loop stalls of --loop-stall-report-ms or more, by cause (host_paused, other)."""
-    return {
-        cause: int(n)
-        for cause, n in re.findall(
-            r'^voxlane_event_loop_stall_reports_total\{cause="(\w+)"\} (\d+)$', metrics_text, re.M
-        )
-    }
+    name = "voxlane_event_loop_stall_reports_total"
+    return {cause: int(metric(metrics_text, name, cause=cause)) for cause in ("host_paused", "other")}

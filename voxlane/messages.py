@@ -135,6 +135,32 @@ class Ready(msgspec.Struct, tag="ready"):
     n_mels: int
 
 
+class Histogram(msgspec.Struct):
+    """Observations since the engine started, as Prometheus keeps them: ``buckets[i]`` counts the values
+    at most ``bounds[i]`` (cumulative), ``count`` all of them, ``total`` their sum."""
+
+    bounds: list[float]
+    buckets: list[int]
+    count: int = 0
+    total: float = 0.0
+
+
+class EngineStats(msgspec.Struct, tag="stats"):
+    """The engine's counters, sent whole about once a second (cumulative: a lost one loses nothing). The
+    API process keeps the latest and shows it on /metrics."""
+
+    pid: int
+    """The engine process, whose memory, CPU and open files the API process reads from /proc."""
+    waiting_windows: int
+    """Windows queued in the engine's scheduler, not yet in a batch."""
+    waiting_speech_units: int
+    running_batches: int
+    batch_size: Histogram
+    """Windows per Whisper batch."""
+    batch_seconds: Histogram
+    """How long each Whisper batch ran on the model."""
+
+
 class EngineFailed(msgspec.Struct, tag="failed"):
     """The engine could not start (bad model, ...); the reason is for the operator."""
 
@@ -142,7 +168,7 @@ class EngineFailed(msgspec.Struct, tag="failed"):
 
 
 EngineInput = WindowRequest | SpeechUnit | ProbeVoice | Abort | Shutdown
-EngineOutput = WindowResult | SpeechAudio | VoiceProbed | Ready | EngineFailed
+EngineOutput = WindowResult | SpeechAudio | VoiceProbed | Ready | EngineFailed | EngineStats
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(EngineInput)

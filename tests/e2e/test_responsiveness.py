@@ -4,26 +4,25 @@ when their clients go away, their windows leave the engine."""
 from __future__ import annotations
 
 import asyncio
-import re
 import statistics
 import time
 
 import httpx
 
-from tests.conftest import Clip, stall_reports
+from tests.conftest import Clip, metric, stall_reports
 
 STALL_LIMIT_S = 0.05
 
 
 def stall_counts(metrics_text: str) -> tuple[int, int]:
     """(samples, samples whose stall was <= 50 ms) from the loop monitor's histogram."""
-    total = int(re.search(r"^voxlane_event_loop_stall_seconds_count (\d+)", metrics_text, re.M).group(1))
-    within = int(re.search(r'^voxlane_event_loop_stall_seconds_bucket\{le="0.05"\} (\d+)', metrics_text, re.M).group(1))
-    return total, within
+    total = metric(metrics_text, "voxlane_event_loop_stall_seconds_count")
+    within = metric(metrics_text, "voxlane_event_loop_stall_seconds_bucket", le="0.05")
+    return int(total), int(within)
 
 
 def queued_windows(metrics_text: str) -> int:
-    return int(re.search(r"^voxlane_engine_queued_windows (\d+)", metrics_text, re.M).group(1))
+    return int(metric(metrics_text, "voxlane_engine_queued_windows"))
 
 
 async def _load_and_probe(base_url: str, audio: bytes, uploads: int, probe_s: float) -> tuple[list[float], list[int]]:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, running_server, stall_reports
+from tests.conftest import ServerProcess, metric, running_server, stall_reports
 from voxlane.bench.http import RawClient
 from voxlane.config import default_voice_paths
 
@@ -125,16 +124,14 @@ def test_delete_a_voice_while_8_streams_use_it(voice_server, data_dir: Path) -> 
 
 
 def _stall_max(base_url: str) -> float:
-    metrics = httpx.get(base_url + "/metrics").text
-    return float(re.search(r"^voxlane_event_loop_stall_max_seconds (\S+)$", metrics, re.M).group(1))
+    return metric(httpx.get(base_url + "/metrics").text, "voxlane_event_loop_stall_max_seconds")
 
 
 def _gc_figures(base_url: str) -> tuple[int, float]:
     """(objects frozen at startup, longest full collection since)."""
     metrics = httpx.get(base_url + "/metrics").text
-    frozen = int(re.search(r"^voxlane_gc_frozen_objects (\d+)$", metrics, re.M).group(1))
-    full = float(re.search(r'^voxlane_gc_pause_max_seconds\{generation="2"\} (\S+)$', metrics, re.M).group(1))
-    return frozen, full
+    frozen = int(metric(metrics, "voxlane_gc_frozen_objects"))
+    return frozen, metric(metrics, "voxlane_gc_pause_max_seconds", generation="2")
 
 
 async def _stream_all(base_url: str, text: str, formats: list[str]) -> list[int]:

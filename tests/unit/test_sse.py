@@ -35,7 +35,7 @@ def test_each_payload_is_one_event() -> None:
     metrics = Metrics()
     events = _events(None, metrics)
     assert [e["type"] for e in events] == ["transcript.text.delta", "transcript.text.done"]
-    assert metrics.stream_errors == 0
+    assert metrics.registry.get_sample_value("voxlane_stream_errors_total") == 0
 
 
 def test_a_failure_ends_the_stream_with_an_openai_error_event() -> None:
@@ -46,7 +46,7 @@ def test_a_failure_ends_the_stream_with_an_openai_error_event() -> None:
         "error": {"message": "the engine stopped", "type": "server_error", "param": None, "code": "engine_unavailable"},
     }
     assert [e["type"] for e in events] == ["transcript.text.delta", "error"]
-    assert metrics.stream_errors == 1
+    assert metrics.registry.get_sample_value("voxlane_stream_errors_total") == 1
 
 
 def test_a_client_error_keeps_its_param() -> None:

@@ -27,8 +27,9 @@ import numpy as np
 from voxlane.config import EngineConfig
 from voxlane.engine.request import RequestState, WindowWork
 from voxlane.engine.scheduler import AsrScheduler
+from voxlane.engine.stats import StatsRecorder
 from voxlane.engine.tts import SpeechChunk, TtsCore
-from voxlane.messages import SpeechUnit, WindowRequest, WindowResult
+from voxlane.messages import EngineStats, SpeechUnit, WindowRequest, WindowResult
 from voxlane.runners.base import Runner, SpeechRunner, WindowOutput
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class EngineCore:
         """Continuation passes queued since start (each costs one more window)."""
         self._lock = threading.Lock()
         self._on_batch_done = on_batch_done
+        self._stats = StatsRecorder()
         self.tts = TtsCore(tts_runner, config.tts_order, on_batch_done) if tts_runner is not None else None
 
     # --- input ---------------------------------------------------------------------------------
@@ -115,6 +117,11 @@ class EngineCore:
     def busy(self) -> bool:
         return bool(self._running) or len(self.scheduler) > 0 or (self.tts is not None and self.tts.busy)
 
+    def stats(self) -> EngineStats:
+        """The engine's counters now, for /metrics."""
+        waiting_units = len(self.tts.scheduler) if self.tts is not None else 0
+        return self._stats.snapshot(len(self.scheduler), waiting_units, len(self._running))
+
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self.tts is not None:
@@ -143,6 +150,7 @@ class EngineCore:
                 costs += cost
             return done, costs
         elapsed = time.perf_counter() - start
+        self._stats.batch(len(batch), elapsed)
         return list(zip(batch, outputs)), [elapsed / len(batch) / self.workers]
 
     def _run_checked(self, batch: Sequence[WindowWork]) -> list[WindowOutput]:

@@ -47,6 +47,7 @@ log = logging.getLogger("voxlane.engine")
 
 _WAKE = object()  # put on the input queue when a batch finishes
 _PARENT_CHECK_S = 1.0
+_STATS_INTERVAL_S = 1.0  # EngineStats to the API process at most this often (the loop wakes at least as often)
 ENGINE_NICENESS = 5
 # Speech plays in real time, transcription is batch work: when both want the cores, the speech thread wins.
 WHISPER_EXTRA_NICENESS = 5
@@ -202,6 +203,7 @@ def _loop(
     probes: queue.Queue[ProbeVoice | None],
     parent: int,
 ) -> None:
+    stats_due = 0.0
     while True:
         timeout = core.next_timeout(time.monotonic())
         try:
@@ -234,3 +236,6 @@ def _loop(
                 return
         for result in core.step(now):
             outbox.put(result)
+        if now >= stats_due:
+            outbox.put(core.stats())
+            stats_due = now + _STATS_INTERVAL_S

@@ -16,7 +16,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxlane import __version__
 from voxlane.config import ServerConfig, default_voice_paths
@@ -27,7 +26,7 @@ from voxlane.server.auth import RequireApiKey
 from voxlane.server.drain import Drain, DrainGate
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import LoopWatchdog
-from voxlane.server.metrics import Metrics
+from voxlane.server.metrics import Metrics, RequestMetrics
 from voxlane.server.routes import speech, system, transcriptions, voices
 from voxlane.server.state import AppState
 from voxlane.voices import VoiceRegistry
@@ -41,15 +40,13 @@ def build_app(config: ServerConfig) -> FastAPI:
         executors = Executors(config)
         metrics = Metrics()
 
-        def count_restart() -> None:
-            metrics.engine_restarts += 1
-
-        engine = EngineClient(config, on_restart=count_restart)
+        engine = EngineClient(config, on_restart=metrics.engine_restarts.inc)
         registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
         try:
             await executors.run("files", registry.load)
             await executors.warm_up((config.engine.tts_preload or default_voice_paths())[1])
             await engine.start()
+            metrics.watch(engine, executors)
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
             metrics.gc.install()
@@ -82,33 +79,12 @@ def build_app(config: ServerConfig) -> FastAPI:
     app.include_router(voices.router)
     _install_error_handlers(app)
 
-    if config.api_keys:  # inside the counter, so that refused requests are counted (as 401s) too
+    if config.api_keys:  # inside the metrics, so that refused requests are counted (as 401s) too
         app.add_middleware(RequireApiKey, keys=config.api_keys, protect_metrics=config.metrics_need_key)
         log.info("API keys: %d; every /v1 route needs one", len(config.api_keys))  # how many, never which
     app.add_middleware(DrainGate, drain=drain)
-    app.add_middleware(_CountRequests)  # outermost: it counts the drain's 503s and the key check's 401s too
+    app.add_middleware(RequestMetrics)  # outermost: it counts the drain's 503s and the key check's 401s too
     return app
-
-
-class _CountRequests:
-    """Pure ASGI middleware (no body buffering, no extra task): counts responses by route and status."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_counted(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                state = getattr(scope["app"].state, "voxlane", None)
-                if state is not None:
-                    state.metrics.requests[(scope["path"], message["status"])] += 1
-            await send(message)
-
-        await self.app(scope, receive, send_counted)
 
 
 def _install_error_handlers(app: FastAPI) -> None:

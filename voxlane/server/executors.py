@@ -5,8 +5,11 @@ log-mel features go through ``run("audio", ...)``; sentence splitting and phonem
 ``run("text", ...)`` (one worker process: espeak is not thread-safe, and it holds the GIL for up to 15 ms
 per call, which the event loop would wait out); encoding synthesised speech through
 ``run_encode(request_id, ...)`` (worker processes, each stream pinned to one: PyAV holds the GIL through
-parts of resampling and muxing); voice file work through ``run("files", ...)``. Each pool is owned here,
-sized from config, and shut down here (queued work cancelled).
+parts of resampling and muxing); voice file work through ``run("files", ...)``; the /metrics page through
+``run("metrics", ...)`` (one thread: rendering holds the GIL, and from a thread the loop gets it back every
+switch interval instead of waiting out the whole page). Each pool is owned here,
+sized from config, and shut down here (queued work cancelled). ``load()`` says how busy each pool is, for
+/metrics.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import multiprocessing
 import os
 import threading
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -32,12 +37,24 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 # Workers yield to the event loop thread when both want a core: the loop's latency is the product.
 WORKER_NICENESS = 5
-PoolName = Literal["audio", "text", "files"]
+PoolName = Literal["audio", "text", "files", "metrics"]
+
+
+@dataclass(frozen=True)
+class PoolLoad:
+    pool: str
+    workers: int
+    busy: int
+    """Workers running a job."""
+    queued: int
+    """Jobs waiting for a worker."""
 
 
 class Executors:
     def __init__(self, config: ServerConfig) -> None:
         workers = config.audio_preprocess_workers
+        self._workers = {"audio": workers, "text": config.text_workers, "files": 1, "metrics": 1}
+        """Workers per pool, for ``load()``."""
         # How to (re)build each pool; a process pool whose worker died is rebuilt from here.
         self._factories: dict[str, Callable[[], Executor]] = {}
         if config.audio_preprocess_pool == "process":
@@ -53,11 +70,18 @@ class Executors:
         self._factories["files"] = partial(
             ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files", initializer=_lower_priority
         )
+        # Not niced: rendering is pure Python with the GIL held throughout, so the loop cannot run beside it
+        # anyway, and a niced thread would more often be taken off the CPU while it holds the GIL.
+        self._factories["metrics"] = partial(ThreadPoolExecutor, 1, thread_name_prefix="voxlane-metrics")
         # One single-process pool per encode worker: a stream's encoder lives in one process.
         self._encode_names = [f"encode-{i}" for i in range(config.encode_workers)]
         for name in self._encode_names:
             self._factories[name] = partial(_process_pool, 1, "voxlane-encode", "voxlane.audio.encode")
+            self._workers[name] = 1
         self._pools: dict[str, Executor] = {name: make() for name, make in self._factories.items()}
+        self._in_flight: Counter[str] = Counter(dict.fromkeys(self._pools, 0))
+        """Jobs submitted to each pool and still awaited (counted on the event loop; every key exists from
+        here on, so the metrics thread can read them while the loop counts)."""
 
     @property
     def _encoders(self) -> list[Executor]:
@@ -76,6 +100,7 @@ class Executors:
 
     async def _run(self, name: str, fn: Callable[..., T], *args: Any) -> T:
         executor = self._pools[name]
+        self._in_flight[name] += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(executor, partial(fn, *args))
         except BrokenProcessPool:
@@ -84,6 +109,18 @@ class Executors:
                 self._pools[name] = self._factories[name]()
                 executor.shutdown(wait=False, cancel_futures=True)
             raise
+        finally:
+            self._in_flight[name] -= 1
+
+    def load(self) -> list[PoolLoad]:
+        """How busy each pool is now. A pool starts a job whenever a worker is free, so of the jobs awaited
+        on it the first ``workers`` run and the rest wait. (A job whose caller was cancelled while it ran
+        finishes uncounted: the pool cannot stop it, and nobody waits for it.)"""
+        loads = []
+        for name, workers in self._workers.items():
+            jobs = self._in_flight[name]
+            loads.append(PoolLoad(name, workers, min(jobs, workers), max(0, jobs - workers)))
+        return loads
 
     async def warm_up(self, voice_config_path: str) -> None:
         """Start the text and encode workers now (espeak's data loaded, codecs opened once), so the first

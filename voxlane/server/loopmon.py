@@ -10,6 +10,10 @@
   waits for it, the loop included (``voxlane_gc_pause_seconds`` by generation, and the maximum).
 
 ``voxlane.heap.freeze_startup_heap`` is what keeps the last small.
+
+The monitors count in plain attributes and are prometheus-client collectors, read at scrape time: the
+garbage collector's callback must take no lock (it runs inside whatever allocation triggered it, perhaps
+inside a metric's own update), and the probe on the loop then costs a few additions.
 """
 
 from __future__ import annotations
@@ -23,7 +27,17 @@ import threading
 import time
 import traceback
 from collections import Counter, deque
+from collections.abc import Iterator
 from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.utils import floatToGoString
 
 log = logging.getLogger("voxlane.loop")
 
@@ -67,29 +81,25 @@ class LoopStallMonitor:
             if stall_s <= bound:
                 self.bucket_counts[i] += 1
 
-    def render(self) -> list[str]:
-        name = "voxlane_event_loop_stall_seconds"
-        lines = [
-            f"# HELP {name} How late a {self.interval_s * 1000:g} ms sleep on the event loop woke up.",
-            f"# TYPE {name} histogram",
-        ]
-        for bound, count in zip(STALL_BUCKETS_S, self.bucket_counts):
-            lines.append(f'{name}_bucket{{le="{bound}"}} {count}')
-        lines += [
-            f'{name}_bucket{{le="+Inf"}} {self.samples}',
-            f"{name}_sum {self.total_stall_s:.6f}",
-            f"{name}_count {self.samples}",
-            "# TYPE voxlane_event_loop_stall_max_seconds gauge",
-            f"voxlane_event_loop_stall_max_seconds {self.max_stall_s:.6f}",
-            "# HELP voxlane_event_loop_stall_reports_total Stalls of --loop-stall-report-ms or more, "
-            "by cause (host_paused: the hypervisor took the CPUs).",
-            "# TYPE voxlane_event_loop_stall_reports_total counter",
-        ]
-        lines += [
-            f'voxlane_event_loop_stall_reports_total{{cause="{cause}"}} {self.reports[cause]}'
-            for cause in ("host_paused", "other")
-        ]
-        return lines
+    def collect(self) -> Iterator[Metric]:
+        buckets = [(floatToGoString(bound), count) for bound, count in zip(STALL_BUCKETS_S, self.bucket_counts)]
+        yield HistogramMetricFamily(
+            "voxlane_event_loop_stall_seconds",
+            f"How late a {self.interval_s * 1000:g} ms sleep on the event loop woke up (event-loop lag).",
+            buckets=[*buckets, ("+Inf", self.samples)],
+            sum_value=self.total_stall_s,
+        )
+        yield GaugeMetricFamily(
+            "voxlane_event_loop_stall_max_seconds", "The event loop's longest stall so far.", value=self.max_stall_s
+        )
+        reports = CounterMetricFamily(
+            "voxlane_event_loop_stall_reports",
+            "Stalls of --loop-stall-report-ms or more, by cause (host_paused: the hypervisor took the CPUs).",
+            labels=["cause"],
+        )
+        for cause in ("host_paused", "other"):
+            reports.add_metric([cause], self.reports[cause])
+        yield reports
 
 
 class LoopWatchdog:
@@ -268,22 +278,22 @@ class GcPauseMonitor:
         self.totals_s[generation] += pause
         self.max_s[generation] = max(self.max_s[generation], pause)
 
-    def render(self) -> list[str]:
-        lines = [
-            "# HELP voxlane_gc_pause_seconds Garbage collections and their time, by generation.",
-            "# TYPE voxlane_gc_pause_seconds summary",
-        ]
+    def collect(self) -> Iterator[Metric]:
+        pauses = SummaryMetricFamily(
+            "voxlane_gc_pause_seconds", "Garbage collections and their time, by generation.", labels=["generation"]
+        )
+        longest = GaugeMetricFamily(
+            "voxlane_gc_pause_max_seconds",
+            "The longest garbage collection so far, by generation.",
+            labels=["generation"],
+        )
         for generation in range(3):
-            label = f'{{generation="{generation}"}}'
-            lines += [
-                f"voxlane_gc_pause_seconds_sum{label} {self.totals_s[generation]:.6f}",
-                f"voxlane_gc_pause_seconds_count{label} {self.counts[generation]}",
-            ]
-        lines.append("# TYPE voxlane_gc_pause_max_seconds gauge")
-        lines += [f'voxlane_gc_pause_max_seconds{{generation="{g}"}} {self.max_s[g]:.6f}' for g in range(3)]
-        lines += [
-            "# HELP voxlane_gc_frozen_objects Objects moved out of the collector's reach after startup.",
-            "# TYPE voxlane_gc_frozen_objects gauge",
-            f"voxlane_gc_frozen_objects {gc.get_freeze_count()}",
-        ]
-        return lines
+            pauses.add_metric([str(generation)], self.counts[generation], self.totals_s[generation])
+            longest.add_metric([str(generation)], self.max_s[generation])
+        yield pauses
+        yield longest
+        yield GaugeMetricFamily(
+            "voxlane_gc_frozen_objects",
+            "Objects moved out of the collector's reach after startup.",
+            value=gc.get_freeze_count(),
+        )

@@ -1,62 +1,218 @@
-"""Counters for /metrics (Prometheus text format). Updated on the event loop only: no locks."""
+"""/metrics: the API process's Prometheus registry (prometheus-client), one per app.
+
+What is on it, and who keeps it:
+- HTTP, by method, route template (``/v1/models/{model_id}``, never the raw path; ``unmatched`` for a 404
+  that matched no route) and status: ``voxlane_request_duration_seconds`` (from arrival to a response's
+  last byte, a stream's included) and ``voxlane_requests_total``; ``RequestMetrics``, a pure ASGI
+  middleware, observes them.
+- Transcription and speech: audio seconds, windows, continuation passes, streams, stream errors, time to
+  first text and to first audio, audio not yet transcribed; the routes update them on the event loop.
+- The engine, read from the ``EngineClient`` at scrape time: up, queued windows, open speech streams, the
+  counters the engine sends once a second (``EngineStats``: waiting windows and units, running batches,
+  batch size and batch duration histograms) and its process (``voxlane_engine_process_*``: memory, CPU
+  seconds, open files, read from /proc/<engine pid>). ``voxlane_engine_restarts_total`` is counted by
+  whoever restarts the engine (``Metrics.engine_restarts.inc()``).
+- The executors, read at scrape time: workers, busy workers and queued jobs per pool.
+- The event loop's lag and stalls, garbage-collection pauses: loopmon.py's monitors.
+- The API process itself: prometheus-client's ``process_*`` (memory, CPU seconds, open files).
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+import time
+from collections.abc import Iterator
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.utils import floatToGoString
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from voxlane import messages
+from voxlane.engine.client import EngineClient
+from voxlane.server.executors import Executors
 from voxlane.server.loopmon import GcPauseMonitor, LoopStallMonitor
 
+# No ``*_created`` series next to every counter and histogram: nothing here reads them, and they would
+# double the page.
+disable_created_metrics()
 
-@dataclass
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+"""Requests span 5 ms (/health) to minutes (a long transcription), as do their first text and audio."""
+_HTTP_LABELS = ("method", "route", "status")
+
+
 class Metrics:
-    requests: Counter[tuple[str, int]] = field(default_factory=Counter)
-    """(route, status) -> count"""
-    audio_seconds: float = 0.0
-    """Seconds of audio transcribed successfully."""
-    windows: int = 0
-    continuations: int = 0
-    """Extra decode passes over windows whose first decode stopped early."""
-    stream_errors: int = 0
-    """Streams that ended with an error after their first byte."""
-    speech_seconds: float = 0.0
-    """Seconds of speech synthesised and sent."""
-    speech_streams: int = 0
-    """Speech streams that completed."""
-    engine_restarts: int = 0
-    """Engine processes started after one died."""
-    loop: LoopStallMonitor = field(default_factory=LoopStallMonitor)
-    gc: GcPauseMonitor = field(default_factory=GcPauseMonitor)
+    """Every metric the API process shows. The routes update theirs on the event loop; the rest is read
+    when /metrics is scraped."""
 
-    def render(self, queued_windows: int, engine_up: bool) -> str:
-        lines = [
-            "# HELP voxlane_requests_total HTTP requests by route and status.",
-            "# TYPE voxlane_requests_total counter",
-        ]
-        for (route, status), count in sorted(self.requests.items()):
-            lines.append(f'voxlane_requests_total{{route="{route}",status="{status}"}} {count}')
-        lines += [
-            "# TYPE voxlane_audio_seconds_total counter",
-            f"voxlane_audio_seconds_total {self.audio_seconds:.3f}",
-            "# TYPE voxlane_windows_total counter",
-            f"voxlane_windows_total {self.windows}",
-            "# HELP voxlane_continuation_passes_total Extra decode passes over windows whose decode stopped early.",
-            "# TYPE voxlane_continuation_passes_total counter",
-            f"voxlane_continuation_passes_total {self.continuations}",
-            "# TYPE voxlane_stream_errors_total counter",
-            f"voxlane_stream_errors_total {self.stream_errors}",
-            "# TYPE voxlane_engine_queued_windows gauge",
-            f"voxlane_engine_queued_windows {queued_windows}",
-            "# TYPE voxlane_engine_up gauge",
-            f"voxlane_engine_up {int(engine_up)}",
-            "# HELP voxlane_engine_restarts_total Engine processes started after one died.",
-            "# TYPE voxlane_engine_restarts_total counter",
-            f"voxlane_engine_restarts_total {self.engine_restarts}",
-            "# TYPE voxlane_speech_seconds_total counter",
-            f"voxlane_speech_seconds_total {self.speech_seconds:.3f}",
-            "# TYPE voxlane_speech_streams_total counter",
-            f"voxlane_speech_streams_total {self.speech_streams}",
-        ]
-        lines += self.loop.render()
-        lines += self.gc.render()
-        return "\n".join(lines) + "\n"
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.requests = Counter("voxlane_requests", "HTTP requests.", _HTTP_LABELS, registry=registry)
+        self.request_seconds = Histogram(
+            "voxlane_request_duration_seconds",
+            "From a request's arrival to its response's last byte (the whole stream for streamed responses).",
+            _HTTP_LABELS,
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.audio_seconds = Counter(
+            "voxlane_audio_seconds", "Seconds of audio transcribed successfully.", registry=registry
+        )
+        self.windows = Counter("voxlane_windows", "30 s windows transcribed.", registry=registry)
+        self.continuations = Counter(
+            "voxlane_continuation_passes",
+            "Extra decode passes over windows whose decode stopped early.",
+            registry=registry,
+        )
+        self.first_text_seconds = Histogram(
+            "voxlane_transcription_first_text_seconds",
+            "From a transcription's arrival to its first window's text, streamed or not.",
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.queued_audio_seconds = Gauge(
+            "voxlane_engine_queued_audio_seconds",
+            "Seconds of audio in admitted transcriptions' windows whose text has not come back yet.",
+            registry=registry,
+        )
+        self.speech_seconds = Counter(
+            "voxlane_speech_seconds", "Seconds of speech synthesised and sent.", registry=registry
+        )
+        self.speech_streams = Counter("voxlane_speech_streams", "Speech streams that completed.", registry=registry)
+        self.first_audio_seconds = Histogram(
+            "voxlane_speech_first_audio_seconds",
+            "From a speech request's arrival to its first encoded audio.",
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.stream_errors = Counter(
+            "voxlane_stream_errors", "Streams that ended with an error after their first byte.", registry=registry
+        )
+        self.engine_restarts = Counter(
+            "voxlane_engine_restarts", "Times the engine process was started again after it died.", registry=registry
+        )
+        self.loop = LoopStallMonitor()
+        self.gc = GcPauseMonitor()
+        registry.register(self.loop)
+        registry.register(self.gc)
+        ProcessCollector(registry=registry)
+
+    def watch(self, engine: EngineClient, executors: Executors) -> None:
+        """Show ``engine`` and ``executors`` too, read at each scrape."""
+        self.registry.register(_EngineCollector(engine))
+        self.registry.register(_ExecutorCollector(executors))
+
+        def engine_pid() -> int | str:
+            stats = engine.stats
+            return stats.pid if stats is not None and engine.healthy else "none"  # none: no /proc entry, no series
+
+        ProcessCollector(namespace="voxlane_engine", pid=engine_pid, registry=self.registry)
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        labels = (method, route, str(status))
+        self.requests.labels(*labels).inc()
+        self.request_seconds.labels(*labels).observe(seconds)
+
+    def render(self, accept: str) -> tuple[bytes, str]:
+        """The page and its content type: Prometheus text, or OpenMetrics when ``accept`` asks for it."""
+        encode, content_type = choose_encoder(accept)
+        return encode(self.registry), content_type
+
+
+class RequestMetrics:
+    """Pure ASGI middleware (no body buffering, no extra task): times each HTTP request from its arrival
+    to the end of its response, and labels it with the route template the router matched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # what the client gets when the app raises before it answers
+
+        async def send_noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_status)
+        finally:
+            state = getattr(scope["app"].state, "voxlane", None)
+            if state is not None:
+                # The router put the matched route in the scope; its template keeps the label set small.
+                route = getattr(scope.get("route"), "path_format", None) or "unmatched"
+                state.metrics.observe_request(scope["method"], route, status, time.perf_counter() - start)
+
+
+class _EngineCollector:
+    def __init__(self, engine: EngineClient) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self.engine
+        up = engine.healthy
+        yield GaugeMetricFamily("voxlane_engine_up", "1 while the engine process serves, else 0.", value=int(up))
+        yield GaugeMetricFamily(
+            "voxlane_engine_queued_windows",
+            "Windows of the transcriptions in flight, reserved at admission (--max-queued-windows bounds them).",
+            value=engine.queued_windows,
+        )
+        yield GaugeMetricFamily(
+            "voxlane_engine_speech_streams",
+            "Speech streams open (--max-speech-streams bounds them).",
+            value=engine.speech_streams,
+        )
+        stats = engine.stats
+        if stats is None:
+            return
+        if up:  # a dead engine's queues are gone; its histograms stay as they were
+            yield GaugeMetricFamily(
+                "voxlane_engine_waiting_windows",
+                "Windows in the engine's scheduler, waiting for a batch.",
+                value=stats.waiting_windows,
+            )
+            yield GaugeMetricFamily(
+                "voxlane_engine_waiting_speech_units",
+                "Speech units (sentences) in the engine, waiting for the speech thread.",
+                value=stats.waiting_speech_units,
+            )
+            yield GaugeMetricFamily(
+                "voxlane_engine_running_batches", "Whisper batches running on the model.", value=stats.running_batches
+            )
+        yield _histogram("voxlane_engine_batch_size_windows", "Windows per Whisper batch.", stats.batch_size)
+        yield _histogram(
+            "voxlane_engine_batch_duration_seconds",
+            "How long each Whisper batch ran on the model.",
+            stats.batch_seconds,
+        )
+
+
+def _histogram(name: str, documentation: str, histogram: messages.Histogram) -> HistogramMetricFamily:
+    buckets = [(floatToGoString(bound), count) for bound, count in zip(histogram.bounds, histogram.buckets)]
+    return HistogramMetricFamily(
+        name, documentation, buckets=[*buckets, ("+Inf", histogram.count)], sum_value=histogram.total
+    )
+
+
+class _ExecutorCollector:
+    def __init__(self, executors: Executors) -> None:
+        self.executors = executors
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["pool"]
+        workers = GaugeMetricFamily("voxlane_executor_workers", "Workers of each executor pool.", labels=labels)
+        busy = GaugeMetricFamily("voxlane_executor_busy_workers", "Workers running a job.", labels=labels)
+        queued = GaugeMetricFamily("voxlane_executor_queued_jobs", "Jobs waiting for a worker.", labels=labels)
+        for load in self.executors.load():
+            workers.add_metric([load.pool], load.workers)
+            busy.add_metric([load.pool], load.busy)
+            queued.add_metric([load.pool], load.queued)
+        yield from (workers, busy, queued)

@@ -33,7 +33,7 @@ async def _events(payloads: AsyncGenerator[dict[str, Any], None], metrics: Metri
             async for payload in payloads:
                 yield _event(payload)
     except VoxlaneError as exc:
-        metrics.stream_errors += 1
+        metrics.stream_errors.inc()
         log.warning("%s ended early: %s", name, exc.message)
         yield _event({"type": "error", **exc.to_json()})
 

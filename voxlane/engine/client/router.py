@@ -28,6 +28,7 @@ from voxlane.errors import EngineUnavailable
 from voxlane.messages import (
     Abort,
     EngineFailed,
+    EngineStats,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -63,6 +64,8 @@ class EngineClient:
         self.restarts = 0
         """Engine processes started after the first one died."""
         self.policy = RestartPolicy.from_config(config)
+        self.stats: EngineStats | None = None
+        """The engine's latest counters (it sends them about once a second), for /metrics."""
         self.socket = EngineSocket()
         self._launch = launch
         self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
@@ -265,6 +268,7 @@ class EngineClient:
                 await asyncio.sleep(delay)
                 self.process = self._launch(self.config, self.socket.input_addr, self.socket.output_addr)
                 self.restarts += 1
+                self.stats = None  # the new engine's counters start from zero
                 if self._on_restart is not None:
                     self._on_restart()
                 log.warning("starting engine process again (restart %d)", self.restarts)
@@ -319,6 +323,8 @@ class EngineClient:
                     entry[1].put(msg.index, (msg, pcm))
                 else:
                     entry[1].put(0, msg)
+            elif isinstance(msg, EngineStats):
+                self.stats = msg
             elif isinstance(msg, Ready):
                 self.ready = msg
                 self._ready_event.set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack
@@ -51,13 +52,14 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 @router.post("/v1/audio/speech", response_class=StreamingResponse, responses=_RESPONSES)
 async def create_speech(body: SpeechRequest, request: Request) -> Response:
+    arrived_s = time.perf_counter()
     state = get_state(request)
     _validate(body, state)
     assert state.voices is not None
     voice = state.voices.resolve(body.voice)
     state.engine.check_alive()
     job = _SpeechJob(state, body, voice)
-    await job.start()  # on failure the job has cleaned up; the error handler answers with a 4xx/5xx
+    await job.start(arrived_s)  # on failure the job has cleaned up; the error handler answers with a 4xx/5xx
     if body.stream_format == "sse":
         return event_stream(_sse_audio(job), state.metrics, f"speech stream {job.request_id}")
     return StreamingResponse(_audio(job), media_type=job.media_type)
@@ -96,13 +98,15 @@ class _SpeechJob:
         self._chunks: AsyncIterator[SpeechResult] | None = None
         self.audio_s = 0.0
 
-    async def start(self) -> None:
-        """Everything up to the first encoded audio. Raises (after cleaning up) on any failure."""
+    async def start(self, arrived_s: float) -> None:
+        """Everything up to the first encoded audio (``arrived_s``: when the request arrived, perf_counter).
+        Raises (after cleaning up) on any failure."""
         try:
             await self._start()
         except BaseException:
             await self.close()
             raise
+        self.state.metrics.first_audio_seconds.observe(time.perf_counter() - arrived_s)
 
     async def _start(self) -> None:
         registry = self.state.voices
@@ -180,8 +184,8 @@ class _SpeechJob:
                 if not data:
                     break
                 yield data
-            self.state.metrics.speech_seconds += self.audio_s
-            self.state.metrics.speech_streams += 1
+            self.state.metrics.speech_seconds.inc(self.audio_s)
+            self.state.metrics.speech_streams.inc()
         finally:
             await self.close()
 
@@ -205,7 +209,7 @@ async def _audio(job: _SpeechJob) -> AsyncIterator[bytes]:
         async for data in job.chunks():
             yield data
     except VoxlaneError as exc:
-        job.state.metrics.stream_errors += 1
+        job.state.metrics.stream_errors.inc()
         log.warning("speech stream %s ended early: %s", job.request_id, exc.message)
         raise  # the connection is cut, so the client sees a truncated body, not a complete one
 

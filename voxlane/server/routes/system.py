@@ -45,9 +45,8 @@ async def health(request: Request) -> Response:
 @router.get("/metrics", response_class=PlainTextResponse, response_description="Prometheus text format.")
 async def metrics(request: Request) -> Response:
     state = get_state(request)
-    return PlainTextResponse(
-        state.metrics.render(state.engine.queued_windows, state.engine.healthy), media_type="text/plain; version=0.0.4"
-    )
+    body, content_type = await state.executors.run("metrics", state.metrics.render, request.headers.get("accept", ""))
+    return Response(body, media_type=content_type)
 
 
 @router.get("/v1/models", response_model=ModelList)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import math
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -91,6 +92,7 @@ async def create_translation(request: Request) -> Response:
 
 
 async def _handle(request: Request, task: Task) -> Response:
+    arrived_s = time.perf_counter()
     state = get_state(request)
     limit = UploadLimit(
         state.config.max_upload_mb,
@@ -137,13 +139,13 @@ async def _handle(request: Request, task: Task) -> Response:
         temperature=params.temperature,
         word_timestamps="word" in params.timestamp_granularities,
     )
-    job = _Job(state, samples, windows, options)
+    job = _Job(state, samples, windows, options, arrived_s)
     if params.stream:
         state.engine.check_alive()
         return event_stream(_deltas(job), state.metrics, "transcription stream")
     segments, language = await _cancel_on_disconnect(request, job.collect())
     duration_s = len(samples) / TARGET_RATE
-    state.metrics.audio_seconds += duration_s
+    state.metrics.audio_seconds.inc(duration_s)
     return _render(params, task, segments, language, duration_s)
 
 
@@ -227,17 +229,24 @@ class _Job:
         samples: np.ndarray,
         windows: list[tuple[int, int, Speech | None]],
         options: TranscribeOptions,
+        arrived_s: float,
     ) -> None:
         self.state = state
         self.samples = samples
         self.windows = windows
         self.options = options
+        self.arrived_s = arrived_s
+        """When the request arrived (perf_counter), for the time to its first text."""
 
     async def results(self) -> AsyncIterator[WindowResult]:
         engine = self.state.engine
         request_id = uuid.uuid4().hex
+        metrics = self.state.metrics
+        window_s = [(end - start) / TARGET_RATE for start, end, _ in self.windows]
         async with engine.request(request_id, len(self.windows)) as req:
             feeder = asyncio.create_task(self._feed(req), name=f"voxlane-feed-{request_id[:8]}")
+            queued_s = sum(window_s)
+            metrics.queued_audio_seconds.inc(queued_s)
             try:
                 async for result in req.results(self.state.config.request_timeout_s):
                     if result.error:
@@ -246,10 +255,15 @@ class _Job:
                             f"{self.windows[result.index][0] / TARGET_RATE:.1f} s: "
                             f"{result.error}"
                         )
-                    self.state.metrics.windows += 1
-                    self.state.metrics.continuations += result.passes - 1
+                    if result.index == 0:
+                        metrics.first_text_seconds.observe(time.perf_counter() - self.arrived_s)
+                    metrics.windows.inc()
+                    metrics.continuations.inc(result.passes - 1)
+                    metrics.queued_audio_seconds.dec(window_s[result.index])
+                    queued_s -= window_s[result.index]
                     yield result
             finally:
+                metrics.queued_audio_seconds.dec(queued_s)
                 feeder.cancel()
                 await asyncio.gather(feeder, return_exceptions=True)
 
@@ -316,7 +330,7 @@ async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
             if segment.text:
                 texts.append(segment.text)
                 yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": None}
-    job.state.metrics.audio_seconds += len(job.samples) / TARGET_RATE
+    job.state.metrics.audio_seconds.inc(len(job.samples) / TARGET_RATE)
     yield {"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None}
 
 
