@@ -7,6 +7,7 @@
     │   └── UnsupportedAudio          400 invalid_request_error   (the file is not audio we can decode)
     ├── ModelNotFound                 404 invalid_request_error
     ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
+    ├── QueueFull                     429 rate_limit_error        (a queue limit; Retry-After says when)
     ├── EngineUnavailable             503 server_error            (engine dead, overloaded or timed out)
     └── ClientGone                    499 (nobody reads it)       (the client disconnected; not an error of ours)
 
@@ -15,6 +16,7 @@ Raise these anywhere; ``server/app.py`` turns them into responses in exactly one
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -22,11 +24,20 @@ class VoxlaneError(Exception):
     status_code = 500
     error_type = "server_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        self.headers = headers
+        """HTTP headers the response carries (``Retry-After``, say)."""
 
     def to_json(self) -> dict[str, Any]:
         return error_json(self.message, self.error_type, self.param, self.code)
@@ -53,6 +64,19 @@ class ModelNotFound(VoxlaneError):
 class PayloadTooLarge(VoxlaneError):
     status_code = 413
     error_type = "invalid_request_error"
+
+
+class QueueFull(VoxlaneError):
+    """A queue is at its limit (queued audio seconds, speech characters, requests at once): come back in
+    ``retry_after_s`` seconds, which the response's ``Retry-After`` header says (the openai client waits that
+    long before its retry)."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+
+    def __init__(self, message: str, *, retry_after_s: float, code: str | None = "queue_full") -> None:
+        super().__init__(message, code=code, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
+        self.retry_after_s = retry_after_s
 
 
 class EngineUnavailable(VoxlaneError):

@@ -105,7 +105,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def voxlane_error(request: Request, exc: VoxlaneError) -> JSONResponse:
         if exc.status_code >= 500:
             log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
-        return JSONResponse(exc.to_json(), status_code=exc.status_code)
+        return JSONResponse(exc.to_json(), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(ClientDisconnect)
     async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
