@@ -94,7 +94,7 @@ class ClientGone(VoxlaneError):
     status_code = 499
     error_type = "client_closed_request"
 
-    def __init__(self, message: str = "the client closed the connection", **kwargs: str | None) -> None:
+    def __init__(self, message: str = "the client closed the connection", **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
 
 
