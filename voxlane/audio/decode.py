@@ -13,7 +13,7 @@ kept of it is the caller's choice (audio/pipeline.py keeps only the windows that
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,8 @@ _FORMATS_HINT = "send wav, flac, mp3, ogg (vorbis or opus), webm or m4a/mp4 audi
 
 BlockSink = Callable[[np.ndarray], None]
 """Takes each block of decoded audio: mono int16 at 16 kHz, in order."""
+DecodeSteps = Generator[float, None, "DecodedInfo"]
+"""A decode that yields the seconds of audio it has decoded so far after each chunk, and returns the info."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,9 @@ def _too_long(max_duration_s: float) -> PayloadTooLarge:
     )
 
 
-def _decode_soundfile(data: bytes, max_duration_s: float, out: BlockSink) -> tuple[int, int, int, int] | None:
+def _decode_soundfile(
+    data: bytes, max_duration_s: float, out: BlockSink
+) -> Generator[float, None, tuple[int, int, int, int] | None]:
     """(source frames, 16 kHz samples, rate, channels), or None when PyAV should read the file instead."""
     import soundfile as sf
 
@@ -147,11 +151,14 @@ def _decode_soundfile(data: bytes, max_duration_s: float, out: BlockSink) -> tup
                 if not len(block):
                     break
                 sink.add(block.mean(axis=1, dtype=np.float32) if channels > 1 else block[:, 0])
+                yield sink.frames / rate
             sink.finish()
     return sink.frames, sink.samples, rate, channels
 
 
-def _decode_pyav(data: bytes, max_duration_s: float, out: BlockSink) -> tuple[int, int, int, int]:
+def _decode_pyav(
+    data: bytes, max_duration_s: float, out: BlockSink
+) -> Generator[float, None, tuple[int, int, int, int]]:
     """(source frames, 16 kHz samples, rate, channels)."""
     import av
 
@@ -196,6 +203,7 @@ def _decode_pyav(data: bytes, max_duration_s: float, out: BlockSink) -> tuple[in
                         ) from None
                     break  # a truncated tail: keep what decoded, as ffmpeg does
                 sink.add(mono)  # outside the try: the sink's own errors (limits, the caller's) pass through
+                yield sink.frames / rate
             sink.finish()
     return sink.frames, sink.samples, rate, channels
 
@@ -210,13 +218,16 @@ def _to_float(pcm: np.ndarray, fmt: str) -> np.ndarray:
     return pcm.astype(np.float32, copy=False)
 
 
-def decode_stream(data: bytes, max_duration_s: float, out: BlockSink) -> DecodedInfo:
-    """Decode the bytes of an audio file, handing each block (16 kHz mono int16) to ``out`` as it is ready.
+def decode_steps(data: bytes, max_duration_s: float, out: BlockSink) -> DecodeSteps:
+    """Decode the bytes of an audio file, handing each block (16 kHz mono int16) to ``out`` as it is ready,
+    and yielding the seconds decoded so far after each chunk (so that a caller can do it in steps).
     Raises UnsupportedAudio or PayloadTooLarge (past ``max_duration_s``), and whatever ``out`` raises."""
     if not data:
         raise UnsupportedAudio(f"the uploaded file is empty: {_FORMATS_HINT}")
-    decoded = _decode_soundfile(data, max_duration_s, out)
-    frames, samples, rate, channels = decoded if decoded is not None else _decode_pyav(data, max_duration_s, out)
+    decoded = yield from _decode_soundfile(data, max_duration_s, out)
+    if decoded is None:
+        decoded = yield from _decode_pyav(data, max_duration_s, out)
+    frames, samples, rate, channels = decoded
     if frames == 0:
         raise UnsupportedAudio(f"the file holds no audio samples: {_FORMATS_HINT}")
     if frames < MIN_DURATION_S * rate:
@@ -226,6 +237,16 @@ def decode_stream(data: bytes, max_duration_s: float, out: BlockSink) -> Decoded
             code="audio_too_short",
         )
     return DecodedInfo(samples, rate, channels)
+
+
+def decode_stream(data: bytes, max_duration_s: float, out: BlockSink) -> DecodedInfo:
+    """:func:`decode_steps` in one go."""
+    steps = decode_steps(data, max_duration_s, out)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 def decode_audio(data: bytes, max_duration_s: float) -> DecodedAudio:

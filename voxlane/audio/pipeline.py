@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxlane.audio.decode import TARGET_RATE, decode_stream, to_float
+from voxlane.audio.decode import TARGET_RATE, DecodedInfo, decode_steps, to_float
 from voxlane.audio.features import log_mel
 from voxlane.audio.split import Window, WindowCutter, is_silent
 from voxlane.audio.vad import WINDOW_S, VadOptions, speech_spans, speech_windows, window_speech
@@ -72,6 +72,56 @@ class SplitAudio:
         return self.n_samples / TARGET_RATE
 
 
+STEP_S = 300.0
+"""Seconds of audio one :meth:`SplitSteps.step` decodes (0.1 to 0.3 s of a core for FLAC): a long upload's
+decode takes turns on the audio pool with other requests' jobs, so a short clip does not wait behind hours
+of audio (issue 10)."""
+
+
+class SplitSteps:
+    """:func:`decode_and_split` a step at a time. One request's; the steps may run on any thread, in turn."""
+
+    def __init__(self, data: bytes, max_duration_s: float, search_s: float, vad: VadOptions | None = None) -> None:
+        self.search_s = search_s
+        self.vad = vad
+        self.budget_s = math.inf
+        self._cutter = WindowCutter(TARGET_RATE, search_s=search_s)
+        self._kept: list[AudioWindow] = []
+        self._silent = 0
+        self._sound = 0
+        self._decoded_s = 0.0
+        self._steps = decode_steps(data, max_duration_s, lambda block: self._take(self._cutter.feed(block)))
+
+    def step(self, budget_s: float = math.inf, step_s: float = STEP_S) -> SplitAudio | None:
+        """Decode about ``step_s`` more seconds of audio: None while there is more, then the result. Raises
+        OverBudget once the audio with sound passes ``budget_s`` (the queue's room now)."""
+        self.budget_s = budget_s
+        self._check_budget()
+        until = self._decoded_s + step_s
+        try:
+            while self._decoded_s < until:
+                self._decoded_s = next(self._steps)
+            return None
+        except StopIteration as done:
+            info: DecodedInfo = done.value
+        self._take(self._cutter.finish())
+        kept = self._kept if self.vad is None else _speech_windows(self._kept, info.n_samples, self.vad, self.search_s)
+        return SplitAudio(info.n_samples, kept, self._silent / TARGET_RATE)
+
+    def _take(self, cut: list[tuple[Window, np.ndarray]]) -> None:
+        for window, pcm in cut:
+            if is_silent(pcm):
+                self._silent += window.length
+                continue
+            self._kept.append(AudioWindow(window.start, window.end, pcm, None))
+            self._sound += window.length
+            self._check_budget()
+
+    def _check_budget(self) -> None:
+        if self._sound > self.budget_s * TARGET_RATE:
+            raise OverBudget(self._sound / TARGET_RATE)
+
+
 def decode_and_split(
     data: bytes, max_duration_s: float, search_s: float, vad: VadOptions | None = None, budget_s: float = math.inf
 ) -> SplitAudio:
@@ -83,26 +133,11 @@ def decode_and_split(
     Silero VAD finds in each stretch of windows with sound (none for audio without speech), and ``speech``
     is what it found in each. Raises OverBudget as soon as the audio with sound passes ``budget_s``
     seconds, and what decode_stream raises (UnsupportedAudio, PayloadTooLarge)."""
-    cutter = WindowCutter(TARGET_RATE, search_s=search_s)
-    kept: list[AudioWindow] = []
-    silent = sound = 0
-
-    def take(cut: list[tuple[Window, np.ndarray]]) -> None:
-        nonlocal silent, sound
-        for window, pcm in cut:
-            if is_silent(pcm):
-                silent += window.length
-                continue
-            kept.append(AudioWindow(window.start, window.end, pcm, None))
-            sound += window.length
-            if sound > budget_s * TARGET_RATE:
-                raise OverBudget(sound / TARGET_RATE)
-
-    info = decode_stream(data, max_duration_s, lambda block: take(cutter.feed(block)))
-    take(cutter.finish())
-    if vad is not None:
-        kept = _speech_windows(kept, info.n_samples, vad, search_s)
-    return SplitAudio(info.n_samples, kept, silent / TARGET_RATE)
+    steps = SplitSteps(data, max_duration_s, search_s, vad)
+    while True:
+        audio = steps.step(budget_s, math.inf)
+        if audio is not None:
+            return audio
 
 
 def _speech_windows(kept: list[AudioWindow], n_samples: int, vad: VadOptions, search_s: float) -> list[AudioWindow]:

@@ -58,6 +58,9 @@ class EngineClient:
             max_speech_streams=config.max_speech_streams,
             max_speech_chars=config.max_queued_speech_chars,
         )
+        self.long_decodes = asyncio.Semaphore(max(1, config.audio_preprocess_workers - 1))
+        """Uploads decoded past their first step (long audio) at once: one audio worker stays free for the
+        short jobs of other requests (routes/transcriptions.py)."""
         self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
         """Open streams by request id, with the type of message their results come in."""
         self._tasks: list[asyncio.Task[None]] = []

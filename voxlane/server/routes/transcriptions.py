@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
-from voxlane.audio.pipeline import OverBudget, SplitAudio, decode_and_split, window_features
+from voxlane.audio.pipeline import OverBudget, SplitAudio, SplitSteps, decode_and_split, window_features
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import ResultStream
 from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
@@ -98,15 +98,7 @@ async def _transcribe(request: Request, state: AppState, task: Task) -> Response
     data = await upload.read()
     limit.check(len(data))
     try:
-        audio = await state.executors.run(
-            "audio",
-            decode_and_split,
-            data,
-            state.config.max_audio_duration_s,
-            state.config.split_search_s,
-            _vad_options(params.chunking_strategy or state.config.chunking_strategy),
-            state.engine.audio_room_s(),  # the decode stops with a 429 as soon as the audio passes it
-        )
+        audio = await _decode(state, data, _vad_options(params.chunking_strategy or state.config.chunking_strategy))
     except OverBudget as exc:
         raise state.engine.audio_full(exc.kept_s) from None
     del data
@@ -126,6 +118,33 @@ async def _transcribe(request: Request, state: AppState, task: Task) -> Response
     segments, language = await _cancel_on_disconnect(request, job.collect())
     state.metrics.audio_seconds += audio.duration_s
     return _render(params, task, segments, language, audio.duration_s)
+
+
+async def _decode(state: AppState, data: bytes, vad: VadOptions | None) -> SplitAudio:
+    """Decode and split on the audio pool. The budget is the engine queue's room: the decode stops with
+    OverBudget as soon as the audio with sound passes it. On a thread pool the decode goes in steps of
+    STEP_S seconds of audio, each a job of its own, so that hours of audio take turns with the short jobs
+    of other requests, and past the first step (long audio) at most ``audio workers - 1`` such decodes run
+    at once; a process pool cannot hold a decoder between jobs, so there it is one job."""
+    config = state.config
+    if config.audio_preprocess_pool == "process":
+        return await state.executors.run(
+            "audio",
+            decode_and_split,
+            data,
+            config.max_audio_duration_s,
+            config.split_search_s,
+            vad,
+            state.engine.audio_room_s(),
+        )
+    steps = SplitSteps(data, config.max_audio_duration_s, config.split_search_s, vad)
+    audio = await state.executors.run("audio", steps.step, state.engine.audio_room_s())
+    if audio is not None:
+        return audio
+    async with state.engine.long_decodes:  # long audio: leave an audio worker to the others
+        while audio is None:
+            audio = await state.executors.run("audio", steps.step, state.engine.audio_room_s())
+    return audio
 
 
 async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
