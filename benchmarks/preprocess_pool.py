@@ -28,10 +28,10 @@ DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "dev" / "manifest.jsonl"
 
 
 async def one_upload(executors: Executors, data: bytes) -> int:
-    samples, windows = await executors.run("audio", decode_and_split, data, 3 * 3600.0, 8.0)
-    for start, end, speech in windows:
-        await executors.run("audio", window_features, samples[start:end], 80, start / 16000, speech)
-    return len(windows)
+    split = await executors.run("audio", decode_and_split, data, 3 * 3600.0, 8.0)
+    for w in split.windows:
+        await executors.run("audio", window_features, w.pcm, 80, w.offset_s, w.speech)
+    return len(split.windows)
 
 
 async def measure(kind: str, workers: int, uploads: list[bytes]) -> tuple[float, float]:

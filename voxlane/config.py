@@ -141,14 +141,37 @@ class ServerConfig:
     )
     """'none' is OpenAI's default and measured more accurate on the dev set: Silero missed seconds of real
     speech there."""
+    max_transcription_requests: int = setting(
+        64,
+        "transcription and translation requests at once (from the upload to the answer, or to the start of "
+        "a stream) before new ones get 429",
+        minimum=1,
+    )
+    """Each holds its upload (up to --max-upload-mb) while it waits for the audio pool."""
+    max_queued_audio_s: float = setting(
+        21600.0,
+        "seconds of audio with sound admitted and not yet transcribed, over all requests, before new "
+        "transcriptions get 429 (one request over it alone is admitted when nothing else is queued)",
+        positive=True,
+    )
+    """Six hours: two of the longest uploads (--max-audio-duration-s), about 9 minutes of work at the 40x
+    real time of this project's 2-core machine. Silent windows are not queued (audio/pipeline.py)."""
     max_queued_windows: int = setting(
-        4096, "30 s windows waiting in the engine before new requests get 503 (queue depth)", minimum=1
+        4096, "30 s windows waiting in the engine before new requests get 429 (queue depth)", minimum=1
     )
     request_timeout_s: float = setting(600.0, "seconds a request may wait for the engine before a 503", positive=True)
     max_speech_input_chars: int = setting(
         4096, "longest text accepted by /v1/audio/speech, in characters (OpenAI's limit)", minimum=1
     )
-    max_speech_streams: int = setting(256, "speech streams at once before new requests get 503", minimum=1)
+    max_speech_streams: int = setting(256, "speech streams at once before new requests get 429", minimum=1)
+    max_queued_speech_chars: int = setting(
+        32768,
+        "characters of /v1/audio/speech input admitted and not yet spoken, over all streams, before new "
+        "requests get 429 (one request over it alone is admitted when nothing else is queued)",
+        minimum=1,
+    )
+    """Eight of the longest inputs, about 4 minutes of speech work at the 10 s of audio per second this
+    project's 2-core machine synthesises (docs/tts.md)."""
     max_voice_upload_mb: float = setting(
         256.0, "largest voice model (.onnx) accepted by POST /v1/audio/voices, in MiB", positive=True
     )

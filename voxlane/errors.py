@@ -8,6 +8,7 @@
     ├── Unauthorized                  401 invalid_request_error   (no API key, or a wrong one)
     ├── ModelNotFound                 404 invalid_request_error
     ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
+    ├── QueueFull                     429 rate_limit_error        (a queue limit; Retry-After says when)
     ├── EngineUnavailable             503 server_error            (engine dead, restarting, overloaded or timed
     │                                                              out; the server draining)
     └── ClientGone                    499 (nobody reads it)       (the client disconnected; not an error of ours)
@@ -20,6 +21,7 @@ any body, is read; it answers with the same ``to_json()``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -75,6 +77,18 @@ class ModelNotFound(VoxlaneError):
 class PayloadTooLarge(VoxlaneError):
     status_code = 413
     error_type = "invalid_request_error"
+
+
+class QueueFull(VoxlaneError):
+    """A queue is at its limit (queued audio seconds, speech characters, requests at once): come back in
+    ``retry_after_s`` seconds, which the response's ``Retry-After`` header says (the openai client waits that
+    long before its retry)."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+
+    def __init__(self, message: str, *, retry_after_s: float, code: str | None = "queue_full") -> None:
+        super().__init__(message, code=code, retry_after_s=max(1, math.ceil(retry_after_s)))
 
 
 class EngineUnavailable(VoxlaneError):

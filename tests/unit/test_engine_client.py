@@ -15,7 +15,7 @@ import zmq.asyncio
 from voxlane.config import ServerConfig
 from voxlane.engine.client import EngineClient
 from voxlane.engine.client.supervisor import EngineProcess
-from voxlane.errors import EngineUnavailable
+from voxlane.errors import EngineUnavailable, QueueFull
 from voxlane.messages import (
     Abort,
     EngineInput,
@@ -109,7 +109,7 @@ async def collect(stream_results: Any) -> list[Any]:
 
 def test_results_reach_their_own_stream_in_index_order() -> None:
     async def scenario(client: EngineClient, engine: FakeEngine) -> None:
-        async with client.request("asr", 2) as asr, client.speech("tts", 2) as tts:
+        async with client.request("asr", [30.0] * 2) as asr, client.speech("tts", [10] * 2) as tts:
             features = np.ones((80, 3000), dtype=np.float32)
             await client.send(window("asr", 0, 2), features)
             await client.send(unit("tts", 0, False))
@@ -132,10 +132,10 @@ def test_results_reach_their_own_stream_in_index_order() -> None:
 
 def test_a_stream_left_early_is_aborted_and_a_finished_one_is_not() -> None:
     async def scenario(client: EngineClient, engine: FakeEngine) -> None:
-        async with client.request("done", 1) as done:
+        async with client.request("done", [30.0] * 1) as done:
             await engine.send(WindowResult("done", 0, "en", []))
             assert len(await collect(done.results(5))) == 1
-        async with client.speech("left", 3) as left:
+        async with client.speech("left", [10] * 3) as left:
             await engine.send(SpeechAudio("left", 0, 22050), np.zeros(4, dtype=np.int16))
             async for _ in left.results(5):
                 break  # the reader goes away after the first unit
@@ -146,7 +146,7 @@ def test_a_stream_left_early_is_aborted_and_a_finished_one_is_not() -> None:
 
 def test_the_engines_death_fails_every_open_stream() -> None:
     async def scenario(client: EngineClient, engine: FakeEngine) -> None:
-        async with client.request("asr", 2) as asr, client.speech("tts", 1) as tts:
+        async with client.request("asr", [30.0] * 2) as asr, client.speech("tts", [10] * 1) as tts:
             await engine.send(WindowResult("asr", 0, "en", []))
             probe = asyncio.ensure_future(client.probe_voice("/m.onnx", "/m.onnx.json", timeout_s=30))
             assert isinstance(await engine.recv(), ProbeVoice)
@@ -165,7 +165,7 @@ def test_the_engines_death_fails_every_open_stream() -> None:
             client.check_alive()
         assert raised.value.retry_after_s is not None and raised.value.retry_after_s >= 1
         with pytest.raises(EngineUnavailable):
-            async with client.request("late", 1):
+            async with client.request("late", [30.0] * 1):
                 pass
 
     run(scenario)
@@ -214,7 +214,7 @@ def test_a_crash_loop_stops_the_restarts_and_says_why() -> None:
 
 def test_a_result_for_an_unknown_request_is_dropped() -> None:
     async def scenario(client: EngineClient, engine: FakeEngine) -> None:
-        async with client.request("asr", 1) as asr:
+        async with client.request("asr", [30.0] * 1) as asr:
             await engine.send(WindowResult("nobody", 0, "en", []))
             await engine.send(SpeechAudio("asr", 0, 22050), np.zeros(2, dtype=np.int16))  # no such speech stream
             await engine.send(VoiceProbed("gone-probe"))
@@ -228,7 +228,7 @@ def test_a_result_for_an_unknown_request_is_dropped() -> None:
 
 def test_a_stream_that_times_out_says_so() -> None:
     async def scenario(client: EngineClient, engine: FakeEngine) -> None:
-        async with client.request("slow", 2) as slow:
+        async with client.request("slow", [30.0] * 2) as slow:
             await engine.send(WindowResult("slow", 0, "en", []))
             got: list[WindowResult] = []
             with pytest.raises(EngineUnavailable) as raised:
@@ -260,16 +260,17 @@ def test_a_voice_probe_gets_the_engines_verdict() -> None:
     run(scenario)
 
 
-def test_admission_limits_answer_queue_full() -> None:
+def test_admission_limits_answer_429_with_retry_after() -> None:
     async def scenario(client: EngineClient, engine: FakeEngine) -> None:
-        async with client.request("big", 3):
-            with pytest.raises(EngineUnavailable) as raised:
-                async with client.request("more", 2):
+        async with client.request("big", [30.0] * 3):
+            with pytest.raises(QueueFull) as raised:
+                async with client.request("more", [30.0] * 2):
                     pass
-            assert raised.value.code == "queue_full"
-        async with client.speech("one", 1):
-            with pytest.raises(EngineUnavailable, match="--max-speech-streams"):
-                async with client.speech("two", 1):
+            assert (raised.value.status_code, raised.value.code) == (429, "queue_full")
+            assert 1 <= int(raised.value.headers["Retry-After"]) <= 60
+        async with client.speech("one", [10]):
+            with pytest.raises(QueueFull, match="--max-speech-streams"):
+                async with client.speech("two", [10]):
                     pass
 
     run(scenario, max_queued_windows=4, max_speech_streams=1)

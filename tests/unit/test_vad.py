@@ -83,17 +83,19 @@ def test_every_window_carries_the_speech_found_in_it(speech: np.ndarray) -> None
 
     import soundfile as sf
 
-    gap = np.zeros(int(60 * TARGET_RATE), dtype=np.float32)
+    # Noise, not digital silence, between the two: a silent window is dropped before it gets this far.
+    gap = np.tile(load("noise_only_pink_-60dBFS_25s.flac"), 3)[: int(60 * TARGET_RATE)]
     audio = np.concatenate([speech, gap, speech])
     data = io.BytesIO()
     sf.write(data, audio, TARGET_RATE, format="WAV")
-    samples, windows = decode_and_split(data.getvalue(), 3600.0, 8.0)  # all of the audio, in 30 s windows
-    assert all(w[2] is None for w in windows)  # found window by window, by window_features
+    split = decode_and_split(data.getvalue(), 3600.0, 8.0)  # all of the audio, in 30 s windows
+    assert split.silent_s == 0
+    assert all(w.speech is None for w in split.windows)  # found window by window, by window_features
     found = []
-    for start, end, _ in windows:
-        _, _, spans = window_features(samples[start:end], 80, start / TARGET_RATE)
-        assert all(start / TARGET_RATE <= a < b <= end / TARGET_RATE for a, b in spans)
-        found.append((start, end, spans))
+    for w in split.windows:
+        _, _, spans = window_features(w.pcm, 80, w.offset_s)
+        assert all(w.start / TARGET_RATE <= a < b <= w.end / TARGET_RATE for a, b in spans)
+        found.append((w.start, w.end, spans))
     assert found[0][2] and found[-1][2]
     middle = [w for w in found if w[0] > len(speech) + 2 * TARGET_RATE and w[1] < len(audio) - len(speech)]
     assert middle and all(w[2] == [] for w in middle)

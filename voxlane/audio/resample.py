@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import soxr
@@ -50,6 +52,23 @@ class ResamplerCache:
             else:
                 self._entries.move_to_end(key)
             return entry
+
+    @contextmanager
+    def stream(self, source_rate: int, target_rate: int) -> Iterator[Callable[[np.ndarray, bool], np.ndarray]]:
+        """A resampler for one stream of chunks: ``resample(chunk, last)`` (mono float32), ``last=True`` on the
+        final chunk. The chunks' outputs concatenate to what :meth:`resample` gives for the whole signal."""
+        if source_rate == target_rate:
+            yield lambda chunk, last: chunk
+            return
+        entry = self._get((source_rate, target_rate))
+        if not entry.lock.acquire(blocking=False):
+            yield soxr.ResampleStream(source_rate, target_rate, 1, dtype="float32", quality="HQ").resample_chunk
+            return
+        try:
+            yield entry.stream.resample_chunk
+        finally:
+            entry.stream.clear()
+            entry.lock.release()
 
     def resample(self, samples: np.ndarray, source_rate: int, target_rate: int) -> np.ndarray:
         """Mono float32 in, mono float32 out."""

@@ -91,18 +91,22 @@ class _Silero:
         )
 
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
-        """Speech probability of each 512-sample frame of 16 kHz audio (the last frame zero-padded)."""
+        """Speech probability of each 512-sample frame of 16 kHz audio (float32, or int16 read as /32768; the
+        last frame zero-padded). The frames are built RUN_FRAMES at a time, so long audio costs one run."""
         n = -(-len(samples) // FRAME)
-        frames = np.zeros((n, CONTEXT + FRAME), dtype=np.float32)
-        flat = np.zeros(n * FRAME, dtype=np.float32)
-        flat[: len(samples)] = samples
-        body = flat.reshape(n, FRAME)
-        frames[:, CONTEXT:] = body
-        frames[1:, :CONTEXT] = body[:-1, -CONTEXT:]
+        scale = 1.0 / 32768.0 if samples.dtype == np.int16 else 1.0
         h = c = np.zeros((1, 1, 128), dtype=np.float32)
         out = []
         for i in range(0, n, RUN_FRAMES):  # the LSTM state carries over from one run to the next
-            probs, h, c = self.session.run(None, {"input": frames[i : i + RUN_FRAMES], "h": h, "c": c})
+            k = min(RUN_FRAMES, n - i)
+            first = i * FRAME - CONTEXT  # each frame sees the CONTEXT samples before it (zeros before the start)
+            flat = np.zeros(CONTEXT + k * FRAME, dtype=np.float32)
+            src = samples[max(first, 0) : (i + k) * FRAME]
+            flat[max(first, 0) - first : max(first, 0) - first + len(src)] = src
+            if scale != 1.0:
+                flat *= scale
+            frames = np.lib.stride_tricks.sliding_window_view(flat, CONTEXT + FRAME)[::FRAME]
+            probs, h, c = self.session.run(None, {"input": np.ascontiguousarray(frames), "h": h, "c": c})
             out.append(np.asarray(probs, dtype=np.float32).reshape(-1))
         return np.concatenate(out)[:n]
 
@@ -160,15 +164,17 @@ def speech_windows(
     options: VadOptions = VadOptions(),
     search_s: float = 8.0,
     spans: list[tuple[int, int]] | None = None,
+    whole_if_short: bool = True,
 ) -> list[Window]:
     """Windows of at most 30 s covering every speech span and the pauses between them, but no pause of
     MAX_GAP_S or more. Audio of 30 s or less with any speech in it is one window, whole: it costs one
-    30 s window either way, and Silero misses some speech (whispers) that Whisper still reads."""
+    30 s window either way, and Silero misses some speech (whispers) that Whisper still reads.
+    ``whole_if_short=False`` when ``samples`` is a stretch of longer audio (the rule is for whole uploads)."""
     if spans is None:
         spans = speech_spans(samples, options)
     if not spans:
         return []
-    if len(samples) <= WINDOW_S * SAMPLE_RATE:
+    if whole_if_short and len(samples) <= WINDOW_S * SAMPLE_RATE:
         return [Window(0, len(samples))]
     max_gap = int(MAX_GAP_S * SAMPLE_RATE)
     max_len = int(WINDOW_S * SAMPLE_RATE)

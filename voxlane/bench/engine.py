@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voxlane.audio.decode import TARGET_RATE
 from voxlane.audio.pipeline import decode_and_split, window_features
 from voxlane.bench import metrics
 from voxlane.bench.datasets import AudioSample, request_order
@@ -161,15 +160,15 @@ def _prepare(runner: Any, requests: Sequence[AudioSample], split_search_s: float
     works = []
     options = TranscribeOptions()
     for i, request in enumerate(requests):
-        samples, windows = decode_and_split(request.data, MAX_DURATION_S, split_search_s)
-        for index, (start, end, speech) in enumerate(windows):
-            features, n_frames, speech = window_features(samples[start:end], runner.n_mels, start / TARGET_RATE, speech)
+        windows = decode_and_split(request.data, MAX_DURATION_S, split_search_s).windows
+        for index, window in enumerate(windows):
+            features, n_frames, speech = window_features(window.pcm, runner.n_mels, window.offset_s, window.speech)
             msg = WindowRequest(
                 request_id=str(i),
                 index=index,
                 count=len(windows),
-                offset_s=start / TARGET_RATE,
-                duration_s=(end - start) / TARGET_RATE,
+                offset_s=window.offset_s,
+                duration_s=window.duration_s,
                 n_frames=n_frames,
                 n_mels=runner.n_mels,
                 options=options,

@@ -1,7 +1,7 @@
-"""EngineClient: the routes' one handle on the engine: admits requests, sends their work, routes each
-result the engine sends back to the stream of the request it belongs to, and supervises the engine
-process: when it dies, every open stream fails at once with a 503 that says when to retry, and a new engine
-starts after a backoff (``RestartPolicy``), until a crash loop makes the server give up.
+"""EngineClient: the routes' one handle on the engine: admits requests (by the rules of admission.py),
+sends their work, routes each result the engine sends back to the stream of the request it belongs to, and
+supervises the engine process: when it dies, every open stream fails at once with a 503 that says when to
+retry, and a new engine starts after a backoff (``RestartPolicy``), until a crash loop makes the server give up.
 
 Two background tasks run on the event loop: one receives and routes, one watches the engine process and
 restarts it.
@@ -14,17 +14,18 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
 import numpy as np
 
 from voxlane.config import ServerConfig
+from voxlane.engine.client.admission import Admission
 from voxlane.engine.client.streams import ResultStream
 from voxlane.engine.client.supervisor import EngineProcess, RestartPolicy
 from voxlane.engine.client.transport import EngineSocket
-from voxlane.errors import EngineUnavailable
+from voxlane.errors import EngineUnavailable, QueueFull
 from voxlane.messages import (
     Abort,
     EngineFailed,
@@ -70,8 +71,16 @@ class EngineClient:
         self._launch = launch
         self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
         self._on_restart = on_restart
-        self.speech_streams = 0
-        self._queued_windows = 0
+        self.admission = Admission(
+            max_transcriptions=config.max_transcription_requests,
+            max_audio_s=config.max_queued_audio_s,
+            max_windows=config.max_queued_windows,
+            max_speech_streams=config.max_speech_streams,
+            max_speech_chars=config.max_queued_speech_chars,
+        )
+        self.long_decodes = asyncio.Semaphore(max(1, config.audio_preprocess_workers - 1))
+        """Uploads decoded past their first step (long audio) at once: one audio worker stays free for the
+        short jobs of other requests (routes/transcriptions.py)."""
         self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
         """Open streams by request id, with the type of message their results come in."""
         self._receiver: asyncio.Task[None] | None = None
@@ -136,7 +145,20 @@ class EngineClient:
 
     @property
     def queued_windows(self) -> int:
-        return self._queued_windows
+        return round(self.admission.windows.queued)
+
+    @property
+    def queued_audio_s(self) -> float:
+        """Seconds of audio admitted and not yet transcribed."""
+        return self.admission.audio.queued
+
+    @property
+    def queued_speech_chars(self) -> int:
+        return round(self.admission.chars.queued)
+
+    @property
+    def speech_streams(self) -> int:
+        return self.admission.speech_streams
 
     @property
     def is_multilingual(self) -> bool:
@@ -148,47 +170,59 @@ class EngineClient:
 
     # --- requests --------------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def request(self, request_id: str, window_count: int) -> AsyncIterator[ResultStream[WindowResult]]:
-        """Reserve queue room for a transcription's windows; on exit (done, failed, cancelled or the client
-        gone) release it, and abort in the engine whatever is unfinished."""
-        self.check_alive()
-        limit = self.config.max_queued_windows
-        if self._queued_windows + window_count > limit:
-            raise EngineUnavailable(
-                f"the engine queue is full ({self._queued_windows} of {limit} windows waiting, "
-                f"this audio needs {window_count}; --max-queued-windows): retry later",
-                code="queue_full",
-            )
-        self._queued_windows += window_count
+    @contextmanager
+    def transcription(self) -> Iterator[None]:
+        """One transcription request, from its upload to its answer: raises QueueFull when the server has
+        --max-transcription-requests at once or its queues are already full (before any decoding)."""
+        self.admission.start_transcription()
         try:
-            async with self._open(
-                ResultStream[WindowResult](request_id, window_count, "this audio"), WindowResult
-            ) as stream:
-                yield stream
+            yield
         finally:
-            self._queued_windows -= window_count
+            self.admission.end_transcription()
+
+    def audio_room_s(self) -> float:
+        """Seconds of audio with sound the queue takes now (infinite while it is empty): the decode's budget."""
+        return self.admission.audio_room_s()
+
+    def audio_full(self, need_s: float) -> QueueFull:
+        return self.admission.audio_full(need_s)
+
+    def check_windows(self, durations_s: Sequence[float]) -> None:
+        """Raises QueueFull when a transcription of windows of these durations would not be admitted now."""
+        self.admission.check_windows(durations_s)
 
     @asynccontextmanager
-    async def speech(self, request_id: str, unit_count: int) -> AsyncIterator[ResultStream[SpeechResult]]:
-        """A speech stream of ``unit_count`` units; on exit (done, failed, cancelled or the client gone)
-        abort in the engine what is unfinished."""
+    async def request(self, request_id: str, durations_s: Sequence[float]) -> AsyncIterator[ResultStream[WindowResult]]:
+        """Reserve queue room for a transcription's windows (their durations in seconds, in order; QueueFull
+        when it has none); each window's room is freed as its result comes back, and on exit (done, failed,
+        cancelled or the client gone) the rest, and whatever is unfinished is aborted in the engine."""
         self.check_alive()
-        limit = self.config.max_speech_streams
-        if self.speech_streams >= limit:
-            raise EngineUnavailable(
-                f"{self.speech_streams} speech streams are running, the server's limit (--max-speech-streams "
-                f"{limit}): retry later",
-                code="queue_full",
-            )
-        self.speech_streams += 1
+        self.admission.admit_windows(request_id, durations_s, time.monotonic())
         try:
             async with self._open(
-                ResultStream[SpeechResult](request_id, unit_count, "this speech"), SpeechAudio
+                ResultStream[WindowResult](request_id, len(durations_s), "this audio"), WindowResult
             ) as stream:
                 yield stream
         finally:
-            self.speech_streams -= 1
+            self.admission.release(request_id)
+
+    def check_speech(self, chars: int) -> None:
+        """Raises QueueFull when a speech request of ``chars`` characters would not be admitted now."""
+        self.admission.check_speech(chars)
+
+    @asynccontextmanager
+    async def speech(self, request_id: str, unit_chars: Sequence[int]) -> AsyncIterator[ResultStream[SpeechResult]]:
+        """A speech stream of units of ``unit_chars`` characters (QueueFull when there is no room for it); on
+        exit (done, failed, cancelled or the client gone) abort in the engine what is unfinished."""
+        self.check_alive()
+        self.admission.admit_speech(request_id, unit_chars, time.monotonic())
+        try:
+            async with self._open(
+                ResultStream[SpeechResult](request_id, len(unit_chars), "this speech"), SpeechAudio
+            ) as stream:
+                yield stream
+        finally:
+            self.admission.end_speech(request_id)
 
     async def send(self, msg: WindowRequest | SpeechUnit | ProbeVoice, features: np.ndarray | None = None) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
@@ -317,9 +351,11 @@ class EngineClient:
                 if entry is None or not isinstance(msg, entry[0]):
                     log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)
                 elif isinstance(msg, WindowResult):
+                    self.admission.done(msg.request_id, msg.index, time.monotonic())
                     entry[1].put(msg.index, msg)
                 elif isinstance(msg, SpeechAudio):
                     assert pcm is not None
+                    self.admission.done(msg.request_id, msg.index, time.monotonic())
                     entry[1].put(msg.index, (msg, pcm))
                 else:
                     entry[1].put(0, msg)

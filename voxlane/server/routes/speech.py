@@ -58,6 +58,7 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     assert state.voices is not None
     voice = state.voices.resolve(body.voice)
     state.engine.check_alive()
+    state.engine.check_speech(len(body.input))  # a full queue answers 429 before any text work
     job = _SpeechJob(state, body, voice)
     await job.start(arrived_s)  # on failure the job has cleaned up; the error handler answers with a 4xx/5xx
     if body.stream_format == "sse":
@@ -127,7 +128,9 @@ class _SpeechJob:
             self.request_id, open_stream, self.body.response_format, voice_text.sample_rate, self.body.sample_rate
         )
         self.stack.push_async_callback(executors.run_encode, self.request_id, close_stream)
-        self.stream = await self.stack.enter_async_context(self.state.engine.speech(self.request_id, len(units)))
+        self.stream = await self.stack.enter_async_context(
+            self.state.engine.speech(self.request_id, [len(u) for u in units])
+        )
         await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text))
         if len(units) > 1:
             feeder = asyncio.create_task(self._feed(units, voice_text), name=f"voxlane-speech-{self.request_id[:8]}")

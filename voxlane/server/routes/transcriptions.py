@@ -1,9 +1,12 @@
 """POST /v1/audio/transcriptions and /v1/audio/translations.
 
-Path of a request: parse and validate the form (event loop, cheap) -> decode + split on the audio pool
--> per window: log-mel on the audio pool, then send to the engine -> results in window order -> render.
-Feature computation of later windows overlaps the engine's work on earlier ones. A client that goes
-away aborts the request's windows in the engine.
+Path of a request: admission (429 at once when the server has too many requests or its queue is full)
+-> parse and validate the form (event loop, cheap) -> decode + split on the audio pool (int16; silent
+windows dropped; 429 as soon as the audio with sound passes the queue's room) -> queue room for its
+windows (429 if none) -> per window: log-mel on the audio pool, then send to the engine -> results in
+window order -> render. Feature computation of later windows overlaps the engine's work on earlier ones;
+a window's samples are let go once its features are sent. A client that goes away aborts the request's
+windows in the engine.
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
-from voxlane.audio.decode import TARGET_RATE
-from voxlane.audio.pipeline import Speech, decode_and_split, window_features
+from voxlane.audio.pipeline import OverBudget, SplitAudio, SplitSteps, decode_and_split, window_features
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import ResultStream
 from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
@@ -94,6 +96,11 @@ async def create_translation(request: Request) -> Response:
 async def _handle(request: Request, task: Task) -> Response:
     arrived_s = time.perf_counter()
     state = get_state(request)
+    with state.engine.transcription():  # 429 before the upload is read when the server is full
+        return await _transcribe(request, state, task, arrived_s)
+
+
+async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: float) -> Response:
     limit = UploadLimit(
         state.config.max_upload_mb,
         "--max-upload-mb",
@@ -123,14 +130,10 @@ async def _handle(request: Request, task: Task) -> Response:
         )
     data = await upload.read()
     limit.check(len(data))
-    samples, windows = await state.executors.run(
-        "audio",
-        decode_and_split,
-        data,
-        state.config.max_audio_duration_s,
-        state.config.split_search_s,
-        _vad_options(params.chunking_strategy or state.config.chunking_strategy),
-    )
+    try:
+        audio = await _decode(state, data, _vad_options(params.chunking_strategy or state.config.chunking_strategy))
+    except OverBudget as exc:
+        raise state.engine.audio_full(exc.kept_s) from None
     del data
     options = TranscribeOptions(
         task=task,
@@ -139,14 +142,42 @@ async def _handle(request: Request, task: Task) -> Response:
         temperature=params.temperature,
         word_timestamps="word" in params.timestamp_granularities,
     )
-    job = _Job(state, samples, windows, options, arrived_s)
+    job = _Job(state, audio, options, arrived_s)
     if params.stream:
-        state.engine.check_alive()
+        if job.windows:  # the stream's queue room is taken when it starts: answer a full queue now
+            state.engine.check_alive()
+            state.engine.check_windows([w.duration_s for w in job.windows])
         return event_stream(_deltas(job), state.metrics, "transcription stream")
     segments, language = await _cancel_on_disconnect(request, job.collect())
-    duration_s = len(samples) / TARGET_RATE
-    state.metrics.audio_seconds.inc(duration_s)
-    return _render(params, task, segments, language, duration_s)
+    state.metrics.audio_seconds.inc(audio.duration_s)
+    return _render(params, task, segments, language, audio.duration_s)
+
+
+async def _decode(state: AppState, data: bytes, vad: VadOptions | None) -> SplitAudio:
+    """Decode and split on the audio pool. The budget is the engine queue's room: the decode stops with
+    OverBudget as soon as the audio with sound passes it. On a thread pool the decode goes in steps of
+    STEP_S seconds of audio, each a job of its own, so that hours of audio take turns with the short jobs
+    of other requests, and past the first step (long audio) at most ``audio workers - 1`` such decodes run
+    at once; a process pool cannot hold a decoder between jobs, so there it is one job."""
+    config = state.config
+    if config.audio_preprocess_pool == "process":
+        return await state.executors.run(
+            "audio",
+            decode_and_split,
+            data,
+            config.max_audio_duration_s,
+            config.split_search_s,
+            vad,
+            state.engine.audio_room_s(),
+        )
+    steps = SplitSteps(data, config.max_audio_duration_s, config.split_search_s, vad)
+    audio = await state.executors.run("audio", steps.step, state.engine.audio_room_s())
+    if audio is not None:
+        return audio
+    async with state.engine.long_decodes:  # long audio: leave an audio worker to the others
+        while audio is None:
+            audio = await state.executors.run("audio", steps.step, state.engine.audio_room_s())
+    return audio
 
 
 async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
@@ -220,30 +251,29 @@ def _invalid(exc: ValidationError) -> InvalidRequest:
     return InvalidRequest(f"invalid '{param}': {message}", param=param)
 
 
+_NO_SAMPLES = np.zeros(0, dtype=np.int16)
+
+
 class _Job:
     """One request's trip through the audio pool and the engine."""
 
-    def __init__(
-        self,
-        state: AppState,
-        samples: np.ndarray,
-        windows: list[tuple[int, int, Speech | None]],
-        options: TranscribeOptions,
-        arrived_s: float,
-    ) -> None:
+    def __init__(self, state: AppState, audio: SplitAudio, options: TranscribeOptions, arrived_s: float) -> None:
         self.state = state
-        self.samples = samples
-        self.windows = windows
+        self.windows = audio.windows
+        """The windows with sound; silent ones were dropped by the split and yield no text."""
+        self.duration_s = audio.duration_s
         self.options = options
         self.arrived_s = arrived_s
         """When the request arrived (perf_counter), for the time to its first text."""
 
     async def results(self) -> AsyncIterator[WindowResult]:
+        if not self.windows:
+            return  # silence: no text, and nothing for the engine to do
         engine = self.state.engine
         request_id = uuid.uuid4().hex
         metrics = self.state.metrics
-        window_s = [(end - start) / TARGET_RATE for start, end, _ in self.windows]
-        async with engine.request(request_id, len(self.windows)) as req:
+        window_s = [w.duration_s for w in self.windows]
+        async with engine.request(request_id, window_s) as req:
             feeder = asyncio.create_task(self._feed(req), name=f"voxlane-feed-{request_id[:8]}")
             queued_s = sum(window_s)
             metrics.queued_audio_seconds.inc(queued_s)
@@ -252,7 +282,7 @@ class _Job:
                     if result.error:
                         raise VoxlaneError(
                             f"transcription failed on the window at "
-                            f"{self.windows[result.index][0] / TARGET_RATE:.1f} s: "
+                            f"{self.windows[result.index].offset_s:.1f} s: "
                             f"{result.error}"
                         )
                     if result.index == 0:
@@ -270,16 +300,17 @@ class _Job:
     async def _feed(self, req: ResultStream[WindowResult]) -> None:
         engine = self.state.engine
         try:
-            for index, (start, end, speech) in enumerate(self.windows):
+            for index, window in enumerate(self.windows):
                 features, n_frames, speech = await self.state.executors.run(
-                    "audio", window_features, self.samples[start:end], engine.n_mels, start / TARGET_RATE, speech
+                    "audio", window_features, window.pcm, engine.n_mels, window.offset_s, window.speech
                 )
+                window.pcm = _NO_SAMPLES  # its features go to the engine: the samples are not read again
                 msg = WindowRequest(
                     req.request_id,
                     index,
                     req.count,
-                    offset_s=start / TARGET_RATE,
-                    duration_s=(end - start) / TARGET_RATE,
+                    offset_s=window.offset_s,
+                    duration_s=window.duration_s,
                     n_frames=n_frames,
                     n_mels=features.shape[0],
                     options=self.options,
@@ -330,7 +361,7 @@ async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
             if segment.text:
                 texts.append(segment.text)
                 yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": None}
-    job.state.metrics.audio_seconds.inc(len(job.samples) / TARGET_RATE)
+    job.state.metrics.audio_seconds.inc(job.duration_s)
     yield {"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None}
 
 
