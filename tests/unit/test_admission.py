@@ -44,7 +44,7 @@ def test_a_full_queue_answers_429_with_retry_after_from_the_drain_rate() -> None
     err = raised.value
     assert (err.status_code, err.error_type, err.code) == (429, "rate_limit_error", "queue_full")
     assert "--max-queued-audio-s" in err.message
-    assert err.headers == {"Retry-After": "2"}  # 20 s over the limit at 10 s per second
+    assert err.headers() == {"Retry-After": "2"}  # 20 s over the limit at 10 s per second
     adm.admit_windows("small", [10.0], now=0.0)  # what fits is admitted
     assert adm.audio_room_s() == 0.0
 
@@ -55,7 +55,7 @@ def test_an_empty_queue_takes_one_request_over_the_limit_and_retry_after_is_clam
     adm.admit_windows("huge", [30.0] * 10, now=0.0)  # 300 s alone: admitted, or it would never be
     with pytest.raises(QueueFull) as raised:
         adm.admit_windows("next", [5.0], now=0.0)
-    assert raised.value.headers == {"Retry-After": str(int(RETRY_AFTER_MAX_S))}
+    assert raised.value.headers() == {"Retry-After": str(int(RETRY_AFTER_MAX_S))}
 
 
 def test_room_is_freed_window_by_window_and_the_rest_on_release() -> None:

@@ -185,7 +185,7 @@ def test_a_dead_engine_is_started_again_on_fresh_sockets() -> None:
             await reborn.send(Ready("fake", False, 80))
             while not client.healthy:
                 await asyncio.sleep(0.01)
-            async with client.request("again", 1) as again:
+            async with client.request("again", [30.0]) as again:
                 await client.send(window("again", 0, 1), np.ones((80, 3000), dtype=np.float32))
                 assert isinstance(await reborn.recv(), WindowRequest)
                 await reborn.send(WindowResult("again", 0, "en", []))
@@ -267,7 +267,7 @@ def test_admission_limits_answer_429_with_retry_after() -> None:
                 async with client.request("more", [30.0] * 2):
                     pass
             assert (raised.value.status_code, raised.value.code) == (429, "queue_full")
-            assert 1 <= int(raised.value.headers["Retry-After"]) <= 60
+            assert 1 <= int(raised.value.headers()["Retry-After"]) <= 60
         async with client.speech("one", [10]):
             with pytest.raises(QueueFull, match="--max-speech-streams"):
                 async with client.speech("two", [10]):
