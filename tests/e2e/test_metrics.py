@@ -34,12 +34,25 @@ def test_metrics_move_with_a_transcription_and_a_speech_request(server, client, 
     assert len(speech.content) > 1000
     assert httpx.get(server.base_url + "/v1/models/whisper-1").status_code == 200
     assert httpx.get(server.base_url + "/no/such/path").status_code == 404
-    # The engine sends its counters once a second: wait for the ones that cover this batch.
+    # The engine sends its counters once a second: wait for the ones sent after this work was done (a
+    # snapshot taken between a window's first pass and its continuation shows that pass's batch, and the
+    # continuation still waiting).
     deadline = time.monotonic() + 5
     while True:
         after = scrape(server.base_url)
-        batches = metric(after, "voxlane_engine_batch_size_windows_count")
-        if batches > metric(before, "voxlane_engine_batch_size_windows_count") or time.monotonic() > deadline:
+        try:
+            batches = metric(after, "voxlane_engine_batch_size_windows_count")
+            idle = (
+                metric(after, "voxlane_engine_waiting_windows") == 0 == metric(after, "voxlane_engine_running_batches")
+            )
+            moved_on = batches > (
+                metric(before, "voxlane_engine_batch_size_windows_count")
+                if _has(before, "voxlane_engine_batch_size_windows_count", {})
+                else 0
+            )
+        except KeyError:  # no counters from the engine yet
+            moved_on = idle = False
+        if (moved_on and idle) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
 
