@@ -82,6 +82,11 @@ class Metrics:
             "voxlane_speech_seconds", "Seconds of speech synthesised and sent.", registry=registry
         )
         self.speech_streams = Counter("voxlane_speech_streams", "Speech streams that completed.", registry=registry)
+        self.speech_encoders = Gauge(
+            "voxlane_speech_encoders_open",
+            "Speech streams whose encoder is open in an encode worker (back to 0 when no stream is running).",
+            registry=registry,
+        )
         self.first_audio_seconds = Histogram(
             "voxlane_speech_first_audio_seconds",
             "From a speech request's arrival to its first encoded audio.",
