@@ -11,7 +11,8 @@ memory (VmRSS) of the server process and of each of its descendants, named by ro
 text, encode, other).
 
 Writes to ``--out``: ``soak.csv`` (one row per sample and process), ``soak.json`` (the figures: RSS per role
-at 5 minutes and at the end, the growth between, requests by outcome) and ``soak-rss.png`` (RSS over time).
+around 5 minutes and over the last 2 minutes, median and peak, the slope after 5 minutes, requests by
+outcome) and ``soak-rss.png`` (RSS over time). ``--resummarise`` recomputes them from a run's soak.csv.
 
     .venv/bin/python benchmarks/soak.py --minutes 30 --out docs/soak
 """
@@ -195,25 +196,56 @@ async def run(args: argparse.Namespace, base_url: str, api_pid: int, out: Path) 
 
 
 def summarise(samples: list[dict], outcomes: Counter[str], health: int, args: argparse.Namespace) -> dict:
+    """RSS per role around 5 minutes and over the last minutes: median and peak of the samples of a
+    2-minute window (the engine's RSS swings by hundreds of MiB from batch to batch, so one sample proves
+    nothing), and the least-squares slope after 5 minutes, in MiB per minute (a leak shows as a steady one)."""
     roles = sorted({k for s in samples for k in s if k != "t"})
+    end = samples[-1]["t"]
 
-    def at(t_s: float) -> dict:
-        sample = min(samples, key=lambda s: abs(s["t"] - t_s))
-        return {"t_s": sample["t"], **{r: round(sample.get(r, 0) / 1024, 1) for r in roles}}
+    def window(t0: float, t1: float) -> dict:
+        inside = [s for s in samples if t0 <= s["t"] <= t1] or [min(samples, key=lambda s: abs(s["t"] - t1))]
+        figures: dict = {"from_s": inside[0]["t"], "to_s": inside[-1]["t"]}
+        for role in roles:
+            values = sorted(s.get(role, 0) / 1024 for s in inside)
+            figures[role] = {"median": round(values[len(values) // 2], 1), "max": round(values[-1], 1)}
+        return figures
 
-    early, last = at(min(300.0, samples[-1]["t"])), at(samples[-1]["t"])
+    def slope(role: str) -> float | None:
+        points = [(s["t"] / 60, s.get(role, 0) / 1024) for s in samples if s["t"] >= 300 and role in s]
+        if len(points) < 3:
+            return None
+        mean_t = sum(t for t, _ in points) / len(points)
+        mean_m = sum(m for _, m in points) / len(points)
+        spread = sum((t - mean_t) ** 2 for t, _ in points)
+        return round(sum((t - mean_t) * (m - mean_m) for t, m in points) / spread, 2) if spread else None
+
+    early, last = window(240.0, min(360.0, end)), window(max(0.0, end - 120.0), end)
     return {
         "minutes": args.minutes,
         "asr_workers": args.asr,
         "tts_workers": args.tts,
         "bad_share": args.bad_share,
         "drop_share": args.drop_share,
-        "rss_mib_at_5_min": early,
-        "rss_mib_at_end": last,
-        "growth_mib_5_min_to_end": {r: round(last[r] - early[r], 1) for r in roles},
+        "rss_mib_around_5_min": early,
+        "rss_mib_last_2_min": last,
+        "median_growth_mib": {r: round(last[r]["median"] - early[r]["median"], 1) for r in roles},
+        "slope_mib_per_min_after_5_min": {r: slope(r) for r in roles},
         "requests": dict(sorted(outcomes.items())),
         "health_after": health,
     }
+
+
+def resummarise(out: Path) -> dict:
+    """Figures again from a finished run's soak.csv (and the request counts of its soak.json)."""
+    by_t: dict[float, Counter[str]] = {}
+    with open(out / "soak.csv") as f:
+        for row in csv.DictReader(f):
+            by_t.setdefault(float(row["t_s"]), Counter())[row["role"]] += int(row["rss_kb"])
+    samples = [{"t": t, **by_t[t]} for t in sorted(by_t)]
+    old = json.loads((out / "soak.json").read_text())
+    args = argparse.Namespace(**{k: old[k] for k in ("minutes", "bad_share", "drop_share")})
+    args.asr, args.tts = old["asr_workers"], old["tts_workers"]
+    return summarise(samples, Counter(old["requests"]), old["health_after"], args)
 
 
 def plot(out: Path) -> None:
@@ -255,8 +287,17 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--server-args", default="", help="extra flags for voxlane serve")
     parser.add_argument("--out", default="soak-results")
+    parser.add_argument(
+        "--resummarise", action="store_true", help="recompute soak.json and the plot from --out's soak.csv; no run"
+    )
     args = parser.parse_args()
     out = Path(args.out)
+    if args.resummarise:
+        figures = resummarise(out)
+        (out / "soak.json").write_text(json.dumps(figures, indent=1) + "\n")
+        plot(out)
+        print(json.dumps(figures, indent=1))
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
