@@ -20,7 +20,7 @@ import openai
 import pytest
 from whisper_normalizer.english import EnglishTextNormalizer
 
-from tests.conftest import Clip, RayCluster, ServerProcess, ray_server
+from tests.conftest import Clip, RayCluster, ServerProcess, metric, ray_server
 
 ENGINE = "VoxlaneEngine"
 _normalise = EnglishTextNormalizer()
@@ -46,8 +46,9 @@ def _client(srv: ServerProcess, retries: int = 0) -> openai.OpenAI:
     return openai.OpenAI(base_url=srv.base_url + "/v1", api_key="not-needed", max_retries=retries, timeout=120)
 
 
-def _longest(dev_set: list[Clip], below_s: float) -> Clip:
-    return max((c for c in dev_set if c.duration_s < below_s), key=lambda c: c.duration_s)
+def _wordiest(dev_set: list[Clip], below_s: float) -> Clip:
+    """The clip shorter than ``below_s`` with the most words in its reference (a WER worth reading)."""
+    return max((c for c in dev_set if c.duration_s < below_s), key=lambda c: len(c.text.split()))
 
 
 def _wer(reference: str, hypothesis: str) -> float:
@@ -56,7 +57,7 @@ def _wer(reference: str, hypothesis: str) -> float:
 
 def test_transcription_and_streaming_speech_through_the_openai_client(ray_voxlane, dev_set) -> None:
     client = _client(ray_voxlane)
-    clip = _longest(dev_set, 20.0)
+    clip = _wordiest(dev_set, 20.0)
     with clip.path.open("rb") as f:
         text = client.audio.transcriptions.create(model="whisper-1", file=f).text
     assert _wer(clip.text, text) < 0.3, text
@@ -109,7 +110,8 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
     long_clip = max(dev_set, key=lambda c: c.duration_s)  # several 30 s windows, spread over both replicas
     with ThreadPoolExecutor(6) as pool:
         futures = [pool.submit(_transcribe, ray_voxlane, long_clip) for _ in range(6)]
-        time.sleep(2.0)  # the windows are on the replicas now
+        _wait_for_windows_in_flight(ray_voxlane, 18)
+        time.sleep(3.0)  # admitted windows are sent as the audio pool computes their features
         os.kill(replicas[0], signal.SIGKILL)
         killed_at = time.monotonic()
         results = [f.result(timeout=120) for f in futures]
@@ -124,7 +126,7 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
 
     # New requests go to the replica left (or, while Ray still routes to the dead one, a 503 the client
     # retries); the openai client's own retries make them succeed.
-    clip = _longest(dev_set, 20.0)
+    clip = _wordiest(dev_set, 20.0)
     client = _client(ray_voxlane, retries=3)
     for _ in range(4):
         with clip.path.open("rb") as f:
@@ -143,6 +145,16 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
     assert httpx.get(ray_voxlane.base_url + "/health", timeout=10).json()["status"] == "ok"
 
 
+def _wait_for_windows_in_flight(srv: ServerProcess, count: int, timeout_s: float = 60.0) -> None:
+    """Until the ingress has admitted ``count`` windows that have not come back from the replicas (/metrics)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if metric(httpx.get(srv.base_url + "/metrics", timeout=10).text, "voxlane_engine_queued_windows") >= count:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"fewer than {count} windows were ever in flight")
+
+
 def test_scale_down_drains_the_replica_it_removes(ray_voxlane, cluster, dev_set) -> None:
     """Autoscaling between 1 and 2 replicas, starting at 2, with a target far above the load: Ray removes
     one replica while requests keep arriving on both; none of them fails."""
@@ -151,7 +163,7 @@ def test_scale_down_drains_the_replica_it_removes(ray_voxlane, cluster, dev_set)
     flags = ("--replicas", "2", "--min-replicas", "1", "--max-replicas", "2")
     with ray_server(cluster, *flags, "--target-ongoing-requests", "100", "--downscale-delay-s", "3") as srv:
         assert len(cluster.replica_pids(ENGINE)) == 2
-        clip = _longest(dev_set, 40.0)
+        clip = _wordiest(dev_set, 40.0)
         statuses: list[int] = []
         deadline = time.monotonic() + 90.0
         with ThreadPoolExecutor(3) as pool:
