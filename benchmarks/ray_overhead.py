@@ -87,11 +87,20 @@ def main() -> None:
     parser.add_argument("--out", default="/tmp/ray-overhead")
     parser.add_argument("--num-prompts", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--direct-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a variable for the direct server only, e.g. OMP_NUM_THREADS=2 (what Ray sets in its workers)",
+    )
+    parser.add_argument("--skip-two-replicas", action="store_true", help="only direct against 1 replica, and no kill")
     args = parser.parse_args()
     args.fields = ["completed", "failed", "duration_s", "request_throughput", "rtfx", "wer", "e2el_ms"]
     Path(args.out).mkdir(parents=True, exist_ok=True)
     figures: dict[str, object] = {"order": []}
-    direct = ServerProcess()
+    direct = ServerProcess(env=dict(kv.split("=", 1) for kv in args.direct_env))
+    figures["direct_env"] = args.direct_env
     cluster = RayCluster(num_cpus=4)
     try:
         direct.wait_ready(300)
@@ -99,6 +108,8 @@ def main() -> None:
         for name, srv in (("direct-1", direct), ("ray1-1", ray1), ("ray1-2", ray1), ("direct-2", direct)):
             figures[name] = bench(srv.base_url, name, args)
         ray1.stop(timeout_s=60)
+        if args.skip_two_replicas:
+            return
         ray2 = ray_server(cluster, 2, "1")
         for name, srv in (("ray2-1", ray2), ("direct-3", direct), ("direct-4", direct), ("ray2-2", ray2)):
             figures[name] = bench(srv.base_url, name, args)
@@ -106,9 +117,8 @@ def main() -> None:
         ray2.stop(timeout_s=60)
     finally:
         direct.stop()
-        left = cluster.stop()
-    figures["ray_processes_left"] = left
-    (Path(args.out) / "summary.json").write_text(json.dumps(figures, indent=1, default=str))
+        figures["ray_processes_left"] = cluster.stop()
+        (Path(args.out) / "summary.json").write_text(json.dumps(figures, indent=1, default=str))
 
 
 if __name__ == "__main__":
