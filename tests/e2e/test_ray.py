@@ -92,8 +92,8 @@ def _field(line: str, name: str) -> str:
     return json.loads(line.removeprefix("data: "))[name]
 
 
-def _transcribe(srv: ServerProcess, clip: Clip) -> tuple[int, str, str | None]:
-    """(status, body, Retry-After) of one transcription over plain HTTP."""
+def _transcribe(srv: ServerProcess, clip: Clip) -> tuple[int, str, str | None, float]:
+    """(status, body, Retry-After, when it was answered: time.monotonic()) of one transcription over HTTP."""
     with clip.path.open("rb") as f:
         r = httpx.post(
             srv.base_url + "/v1/audio/transcriptions",
@@ -101,7 +101,7 @@ def _transcribe(srv: ServerProcess, clip: Clip) -> tuple[int, str, str | None]:
             data={"model": "whisper-1"},
             timeout=120,
         )
-    return r.status_code, r.text, r.headers.get("retry-after")
+    return r.status_code, r.text, r.headers.get("retry-after"), time.monotonic()
 
 
 def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, cluster, dev_set) -> None:
@@ -115,14 +115,14 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
         os.kill(replicas[0], signal.SIGKILL)
         killed_at = time.monotonic()
         results = [f.result(timeout=120) for f in futures]
-    answered_s = time.monotonic() - killed_at
-    failed = [(status, body, retry) for status, body, retry in results if status != 200]
+    failed = [(status, body, retry, at - killed_at) for status, body, retry, at in results if status != 200]
     assert failed, "no request in flight lost a window on the killed replica"
-    for status, body, retry in failed:
+    for status, body, retry, _ in failed:
         assert status == 503, body
         assert '"type":"server_error"' in body.replace(" ", "") and "retry in" in body
         assert retry is not None and int(retry) >= 1
-    assert answered_s < 60.0
+    failed_within_s = max(after_s for *_, after_s in failed)
+    assert failed_within_s < 30.0  # bounded: no request waits on a dead replica
 
     # New requests go to the replica left (or, while Ray still routes to the dead one, a 503 the client
     # retries); the openai client's own retries make them succeed.
@@ -140,8 +140,8 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
         time.sleep(0.5)
     else:
         pytest.fail(f"Ray did not start a second replica again: {cluster.replica_pids(ENGINE)}")
-    print(f"\nreplica killed: requests answered {answered_s:.1f} s later, {len(failed)}/6 with 503; "
-          f"new replica process after {time.monotonic() - killed_at:.1f} s")  # fmt: skip
+    print(f"\nreplica killed: {len(failed)}/6 requests in flight got 503, within {failed_within_s:.1f} s of the "
+          f"kill; a new replica process after {time.monotonic() - killed_at:.1f} s")  # fmt: skip
     assert httpx.get(ray_voxlane.base_url + "/health", timeout=10).json()["status"] == "ok"
 
 
@@ -168,9 +168,9 @@ def test_scale_down_drains_the_replica_it_removes(ray_voxlane, cluster, dev_set)
         deadline = time.monotonic() + 90.0
         with ThreadPoolExecutor(3) as pool:
             while time.monotonic() < deadline and len(cluster.replica_pids(ENGINE)) == 2:
-                statuses += [status for status, _, _ in pool.map(lambda _: _transcribe(srv, clip), range(3))]
+                statuses += [status for status, *_ in pool.map(lambda _: _transcribe(srv, clip), range(3))]
             scaled_down = len(cluster.replica_pids(ENGINE)) == 1
-            statuses += [status for status, _, _ in pool.map(lambda _: _transcribe(srv, clip), range(3))]
+            statuses += [status for status, *_ in pool.map(lambda _: _transcribe(srv, clip), range(3))]
         assert scaled_down, "the autoscaler kept 2 replicas for 90 s under a load far below its target"
         assert statuses and set(statuses) == {200}, statuses
         print(f"\nscale-down 2 -> 1 under load: {len(statuses)} requests, all 200")
