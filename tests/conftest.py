@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -108,21 +111,106 @@ class ServerProcess:
 
 
 @contextmanager
-def running_server(*flags: str) -> Iterator[ServerProcess]:
+def running_server(*flags: str, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
     """A healthy ``voxlane serve`` with these flags for the block's duration; SIGTERM at the end."""
-    srv = ServerProcess(*flags)
+    srv = ServerProcess(*flags, env=env)
     try:
         srv.wait_ready()
         yield srv
     finally:
-        srv.stop()
+        srv.stop(timeout_s=60.0)
+
+
+class RayCluster:
+    """A local Ray head on 127.0.0.1 only (``RAY_LOOPBACK`` keeps Ray from swapping in the machine's
+    address), in its own temporary directory; ``stop`` ends every process it started, by pid."""
+
+    RAY_LOOPBACK: ClassVar[dict[str, str]] = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+    def __init__(self, num_cpus: int = 4) -> None:
+        self.temp_dir = tempfile.mkdtemp(prefix="vxray-", dir="/tmp")  # short: Ray's socket paths have a limit
+        self.address = f"127.0.0.1:{free_port()}"
+        self.env = {**os.environ, **self.RAY_LOOPBACK}
+        ray = str(Path(sys.executable).with_name("ray"))
+        subprocess.run(
+            [ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", self.address.split(":")[1],
+             "--num-cpus", str(num_cpus), "--include-dashboard", "false", "--disable-usage-stats",
+             "--temp-dir", self.temp_dir],
+            env=self.env, check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+
+    def processes(self) -> dict[int, str]:
+        """pid -> command line of every live process of this cluster: those started with its temporary
+        directory on their command line (GCS, raylet, monitors) and all their descendants (workers, engines)."""
+        procs: dict[int, tuple[int, str]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                procs[int(entry.name)] = (ppid, cmdline)
+        ours = {pid for pid, (_, cmd) in procs.items() if self.temp_dir in cmd and pid != os.getpid()}
+        grown = True
+        while grown:
+            children = {pid for pid, (ppid, _) in procs.items() if ppid in ours} - ours
+            grown = bool(children)
+            ours |= children
+        return {pid: procs[pid][1] for pid in ours}
+
+    def replica_pids(self, deployment: str) -> list[int]:
+        """Live replica processes of a deployment of the app 'voxlane' (Ray titles them ray::ServeReplica:...)."""
+        title = f"ray::ServeReplica:voxlane:{deployment}"
+        return sorted(pid for pid, cmd in self.processes().items() if cmd.startswith(title))
+
+    def stop(self) -> list[str]:
+        """End every process of the cluster (SIGTERM, then SIGKILL); return those still alive (none, or a bug)."""
+        procs = self.processes()
+        for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            for pid in procs:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in procs):
+                time.sleep(0.1)
+        left = [cmd for pid, cmd in procs.items() if _alive(pid)]
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return left
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has ended; it waits for its parent to read its exit
+
+
+@contextmanager
+def ray_server(cluster: RayCluster, *flags: str) -> Iterator[ServerProcess]:
+    """``voxlane serve --ray-address`` on ``cluster``: one CPU per engine replica, so that two fit on two cores."""
+    with running_server(
+        "--ray-address", cluster.address, "--cpus-per-replica", "1", *flags, env=cluster.RAY_LOOPBACK
+    ) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[ServerProcess]:
-    """The default server: bundled models, 2 preprocessing workers, batching on."""
-    with running_server("--audio-preprocess-workers", "2", "--max-batch-size", "8") as srv:
-        yield srv
+    """The default server: bundled models, 2 preprocessing workers, batching on. With VOXLANE_TEST_RAY=1 the
+    same server deployed on a local Ray cluster (2 engine replicas), so that any e2e test runs on that path."""
+    flags = ("--audio-preprocess-workers", "2", "--max-batch-size", "8")
+    if os.environ.get("VOXLANE_TEST_RAY") != "1":
+        with running_server(*flags) as srv:
+            yield srv
+        return
+    cluster = RayCluster()
+    try:
+        with ray_server(cluster, "--replicas", "2", *flags) as srv:
+            yield srv
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -74,6 +74,10 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"voxlane serve: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if config.ray_address:
+        from voxlane.serve_ray.deploy import serve_on_ray
+
+        return serve_on_ray(config)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     app = build_app(config)
     server = DrainingServer(
@@ -97,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
         "serve",
-        help="start the HTTP server and its engine process",
+        help="start the HTTP server and its engine process (or deploy both on Ray Serve: --ray-address)",
         description="Start the OpenAI-compatible server. Every flag can also be set with the environment "
         "variable shown beside it; a flag wins over the variable.",
     )

@@ -221,6 +221,42 @@ class ServerConfig:
         shown_default="none",
     )
     metrics_need_key: bool = setting(False, "whether /metrics needs an API key too (/health never does)")
+    ray_address: str = setting(
+        "",
+        "a running Ray cluster (auto, or HOST:PORT of its head); when set, voxlane serve deploys on Ray Serve "
+        "(engine replicas behind one endpoint, docs/scale-out.md) instead of starting its own engine",
+        shown_default="none",
+    )
+    replicas: int = setting(2, "engine replicas on Ray (fixed; --max-replicas turns autoscaling on)", minimum=1)
+    min_replicas: int = setting(1, "fewest engine replicas on Ray while autoscaling", minimum=1)
+    max_replicas: int = setting(
+        0, "most engine replicas on Ray; above 0, autoscaling on load between --min-replicas and this", minimum=0
+    )
+    target_ongoing_requests: float = setting(
+        4.0,
+        "windows and speech units in flight per engine replica that Ray's autoscaling aims at",
+        positive=True,
+    )
+    """A replica runs --engine-workers batches of up to --max-batch-size windows; a few in flight per worker
+    keep its batches full without queueing behind them."""
+    downscale_delay_s: float = setting(
+        60.0, "seconds of lower load before Ray's autoscaling removes an engine replica (drained first)", minimum=0
+    )
+    cpus_per_replica: float = setting(
+        2.0,
+        "CPUs each engine replica reserves on its Ray node (its engine's Whisper and speech threads)",
+        positive=True,
+    )
+    gpus_per_replica: float = setting(0.0, "GPUs each engine replica reserves on its Ray node", minimum=0)
+    max_ongoing_per_replica: int = setting(
+        64, "windows and speech units sent to one engine replica at once before Ray queues the rest", minimum=1
+    )
+    ingress_replicas: int = setting(
+        1,
+        "replicas of the HTTP front end on Ray (upload decode, log-mel features, speech encoding); "
+        "Ray places them on any node",
+        minimum=1,
+    )
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1
@@ -417,6 +453,11 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
         **{s.name: values.pop(s.name) for s in SETTINGS if s.owner is EngineConfig},
     )
     values["data_dir"] = os.path.expanduser(values["data_dir"])
+    if values["max_replicas"] and values["min_replicas"] > values["max_replicas"]:
+        raise ValueError(
+            f"--min-replicas {values['min_replicas']} is above --max-replicas {values['max_replicas']}; "
+            "send a --max-replicas of at least --min-replicas (or 0 for a fixed --replicas)"
+        )
     return ServerConfig(engine=engine, **values)
 
 

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -34,13 +34,19 @@ from voxlane.voices import VoiceRegistry
 log = logging.getLogger(__name__)
 
 
-def build_app(config: ServerConfig) -> FastAPI:
+EngineFactory = Callable[..., EngineClient]
+"""Builds the routes' engine client from the config (and ``on_restart=``, a callable counting engine
+restarts): ``EngineClient`` itself, or another client with its interface (``voxlane.serve_ray``: the engine
+replicas of a Ray Serve deployment)."""
+
+
+def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executors = Executors(config)
         metrics = Metrics()
 
-        engine = EngineClient(config, on_restart=metrics.engine_restarts.inc)
+        engine = make_engine(config, on_restart=metrics.engine_restarts.inc)
         registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
         try:
             await executors.run("files", registry.load)

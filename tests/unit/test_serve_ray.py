@@ -1,0 +1,75 @@
+"""The Ray Serve application as built from the settings (no cluster needed), and errors on their way back
+from a replica."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from voxlane.config import add_serve_arguments, serve_config_from_args
+from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
+from voxlane.serve_ray.deploy import ENGINE_DEPLOYMENT, INGRESS_DEPLOYMENT, _is_loopback, build_application
+from voxlane.serve_ray.replica import ReplicaError
+
+
+def _config(*flags: str):
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    return serve_config_from_args(parser.parse_args(list(flags)), {})
+
+
+def _deployments(*flags: str):
+    ingress = build_application(_config(*flags))._bound_deployment
+    engine = ingress.init_args[0]._bound_deployment
+    return ingress, engine
+
+
+def test_fixed_replicas_with_their_resources_and_drain() -> None:
+    ingress, engine = _deployments("--replicas", "3", "--cpus-per-replica", "1.5", "--drain-timeout-s", "12")
+    assert (ingress.name, engine.name) == (INGRESS_DEPLOYMENT, ENGINE_DEPLOYMENT)
+    assert engine._deployment_config.num_replicas == 3
+    assert engine._deployment_config.autoscaling_config is None
+    assert engine.ray_actor_options == {"num_cpus": 1.5, "num_gpus": 0.0}
+    assert engine._deployment_config.graceful_shutdown_timeout_s == 12
+    assert ingress._deployment_config.graceful_shutdown_timeout_s == 12
+    assert engine._deployment_config.max_ongoing_requests == 64
+
+
+def test_max_replicas_turns_autoscaling_on() -> None:
+    _, engine = _deployments(
+        "--min-replicas", "2", "--max-replicas", "5", "--target-ongoing-requests", "6", "--downscale-delay-s", "20"
+    )
+    scaling = engine._deployment_config.autoscaling_config
+    assert (scaling.min_replicas, scaling.initial_replicas, scaling.max_replicas) == (2, 2, 5)
+    assert scaling.target_ongoing_requests == 6
+    assert scaling.downscale_delay_s == 20
+
+
+def test_min_above_max_replicas_is_refused_with_what_to_send() -> None:
+    with pytest.raises(ValueError, match="--min-replicas 4 is above --max-replicas 2"):
+        _config("--min-replicas", "4", "--max-replicas", "2")
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "status"),
+    [
+        (QueueFull("full", retry_after_s=3.2), QueueFull, 429),
+        (EngineUnavailable("restarting", retry_after_s=2), EngineUnavailable, 503),
+        (VoxlaneError("the window failed"), VoxlaneError, 500),
+    ],
+)
+def test_a_replica_error_comes_back_as_the_same_http_error(error: VoxlaneError, kind: type, status: int) -> None:
+    back = ReplicaError.of(error).error()
+    assert type(back) is kind
+    assert (back.status_code, back.message, back.retry_after_s, back.code) == (
+        status,
+        error.message,
+        error.retry_after_s,
+        error.code,
+    )
+
+
+def test_loopback_addresses() -> None:
+    assert _is_loopback("127.0.0.1:6379") and _is_loopback("localhost:6379")
+    assert not _is_loopback("auto") and not _is_loopback("10.0.0.1:6379")

@@ -1,0 +1,157 @@
+"""RayEngineClient: the routes' engine client on the Ray path. The same interface as ``EngineClient`` (the
+routes, errors and SSE streaming do not know which one they hold), with Ray Serve's deployment handle where
+``EngineClient`` has its ZMQ socket and its engine process.
+
+Admission (the bounded queues, 429 + Retry-After) stays here, at the ingress, as on the direct path. Each
+window or speech unit that a route sends is one call on the ``VoxlaneEngine`` deployment: Ray picks the
+replica (the least loaded of two at random), and the call's result is put on the request's stream. A
+replica that dies under its calls fails them with a 503 and ``Retry-After`` (Ray sends the next calls to
+the replicas left, and starts a new one); a stream left early (done, failed, the client gone) cancels its
+calls still in flight, which Ray passes on to the replica, whose engine aborts the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import numpy as np
+from ray.serve.exceptions import BackPressureError
+from ray.serve.handle import DeploymentHandle
+
+from voxlane.config import ServerConfig
+from voxlane.engine.client import EngineClient, ResultStream
+from voxlane.engine.client.admission import Admission
+from voxlane.engine.client.supervisor import RestartPolicy
+from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
+from voxlane.messages import ProbeVoice, SpeechUnit, VoiceProbed, WindowRequest
+from voxlane.serve_ray.replica import ReplicaError
+
+log = logging.getLogger(__name__)
+
+REPLICA_LOST_RETRY_AFTER_S = 1
+"""Retry-After of a call whose replica died under it: Ray routes the retry to the replicas left at once."""
+START_TIMEOUT_S = 300.0
+
+
+class RayEngineClient(EngineClient):
+    def __init__(
+        self, config: ServerConfig, handle: DeploymentHandle, on_restart: Callable[[], None] | None = None
+    ) -> None:
+        # Not EngineClient.__init__: no socket and no engine process here. What the inherited methods read
+        # (admission, streams, state) is set up the same way.
+        self.config = config
+        self.handle = handle
+        self.ready = None
+        self.state = "starting"
+        self.failure = None
+        self.restarts = 0
+        """Ray restarts the replicas; the ingress sees none of it (its 503s say when a call was lost)."""
+        self.policy = RestartPolicy.from_config(config)
+        self.stats = None
+        """No one engine's counters: each replica's engine keeps its own."""
+        self.admission = Admission(
+            max_transcriptions=config.max_transcription_requests,
+            max_audio_s=config.max_queued_audio_s,
+            max_windows=config.max_queued_windows,
+            max_speech_streams=config.max_speech_streams,
+            max_speech_chars=config.max_queued_speech_chars,
+        )
+        self.long_decodes = asyncio.Semaphore(max(1, config.audio_preprocess_workers - 1))
+        self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
+        self._calls: dict[str, set[asyncio.Task[None]]] = {}
+        """Calls in flight on the engine replicas, by request id."""
+        self._load_s = 0.0
+        self._next_start_at = 0.0
+
+    async def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Ask an engine replica what it serves (model, languages, mel bins); Ray has started them all by
+        the time the ingress starts, so this is one round trip."""
+        try:
+            self.ready = await asyncio.wait_for(self.handle.ready.remote(), timeout_s)
+        except Exception as exc:
+            raise RuntimeError(f"no engine replica answered within {timeout_s:g} s: {exc!r}") from exc
+        self.state = "ready"
+
+    async def close(self) -> None:
+        self.state = "stopped"
+        for calls in list(self._calls.values()):
+            for call in calls:
+                call.cancel()
+        self._fail_all(EngineUnavailable("the server is shutting down"))
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "ready"
+
+    async def send(self, msg: WindowRequest | SpeechUnit | ProbeVoice, features: np.ndarray | None = None) -> None:
+        """Send one window (with its log-mel ``features``) or one speech unit of an open stream to a replica;
+        returns at once, and the replica's answer goes to the stream."""
+        self.check_alive()
+        entry = self._streams.get(msg.request_id)
+        if entry is None or isinstance(msg, ProbeVoice):
+            return  # the stream is gone (its calls are cancelled); probes go through probe_voice
+        call = asyncio.create_task(self._call(entry[1], msg, features), name=f"voxlane-ray-{msg.request_id[:8]}")
+        calls = self._calls.setdefault(msg.request_id, set())
+        calls.add(call)
+        call.add_done_callback(calls.discard)
+
+    async def probe_voice(self, model_path: str, config_path: str, timeout_s: float) -> VoiceProbed:
+        self.check_alive()
+        try:
+            verdict = await asyncio.wait_for(self.handle.probe.remote(model_path, config_path, timeout_s), timeout_s)
+        except TimeoutError:
+            raise EngineUnavailable(f"no engine replica checked the voice within {timeout_s:g} s") from None
+        except Exception as exc:
+            raise _lost(exc) from None
+        if isinstance(verdict, ReplicaError):
+            raise verdict.error()
+        return verdict
+
+    async def _call(self, stream: ResultStream[Any], msg: WindowRequest | SpeechUnit, features: Any) -> None:
+        try:
+            if isinstance(msg, WindowRequest):
+                result = await self.handle.window.remote(msg, features)
+            else:
+                result = await self.handle.unit.remote(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            stream.fail(_lost(exc))
+            return
+        if isinstance(result, ReplicaError):
+            stream.fail(result.error())
+            return
+        self.admission.done(msg.request_id, msg.index, time.monotonic())
+        stream.put(msg.index, result)
+
+    @asynccontextmanager
+    async def _open(
+        self, stream: ResultStream[Any], kind: type, abort: bool = True
+    ) -> AsyncIterator[ResultStream[Any]]:
+        self._streams[stream.request_id] = (kind, stream)
+        try:
+            yield stream
+        finally:
+            self._streams.pop(stream.request_id, None)
+            for call in self._calls.pop(stream.request_id, set()):
+                call.cancel()  # Ray cancels it on the replica too, whose engine aborts the work
+
+
+def _lost(exc: Exception) -> VoxlaneError:
+    """The error for a call that Ray could not complete: its replica died or was full."""
+    if isinstance(exc, BackPressureError):
+        return QueueFull(
+            "every engine replica has --max-ongoing-per-replica calls and Ray's queue for them is full; retry later",
+            retry_after_s=REPLICA_LOST_RETRY_AFTER_S,
+        )
+    log.warning("an engine replica call failed: %s", exc.__class__.__name__)
+    return EngineUnavailable(
+        f"the engine replica serving this request stopped ({exc.__class__.__name__}); "
+        f"retry in {REPLICA_LOST_RETRY_AFTER_S} s (another replica takes it)",
+        retry_after_s=REPLICA_LOST_RETRY_AFTER_S,
+    )
