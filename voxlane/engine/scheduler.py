@@ -11,7 +11,13 @@ Contract:
   the engine (the core keeps it measured). A 2-hour file that arrived first is served at the machine's pace,
   and a 3-second clip arriving later is due at its own arrival time, so it jumps ahead of every window
   of the long file that would only have been reached after that. Two long files share the engine evenly.
-- A batch holds windows of one (task, temperature): those decode with the same settings.
+- Live work (``WindowRequest.deadline_s``, a realtime session's decode) is ordered by its deadline,
+  ``now + deadline_s`` when it is queued, among those virtual start times: it goes ahead of every batch
+  window whose fair turn comes later (a long file's later windows), and behind those whose turn came
+  before its deadline. Batch work cannot starve: a queued batch window's virtual start time is fixed, and
+  the deadlines of live work arriving later only grow past it.
+- A batch holds windows of one (task, temperature, partial or not): those decode with the same settings,
+  and a live partial's features are cut to its audio (the runner pads a batch of them to its longest).
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ from collections import deque
 from voxlane.engine.request import WindowWork
 
 
-def batch_key(work: WindowWork) -> tuple[str, float]:
-    return (work.options.task, work.options.temperature)
+def batch_key(work: WindowWork) -> tuple[str, float, bool]:
+    return (work.options.task, work.options.temperature, work.msg.partial)
 
 
 class AsrScheduler:
@@ -44,11 +50,17 @@ class AsrScheduler:
         work.enqueued_s = now
         work.seq = self._seq
         self._seq += 1
-        priority = work.arrival_s + work.msg.index * self.window_cost_s
-        heapq.heappush(self._heap, (priority, work.seq, work))
+        heapq.heappush(self._heap, (self.priority(work, now), work.seq, work))
         self._by_arrival.append(work)
         self._by_request.setdefault(work.request_id, []).append(work)
         self._live += 1
+
+    def priority(self, work: WindowWork, now: float) -> float:
+        """When the window should start, on the engine's clock: its deadline for live work, else its fair
+        virtual start time."""
+        if work.msg.deadline_s is not None:
+            return now + work.msg.deadline_s
+        return work.arrival_s + work.msg.index * self.window_cost_s
 
     def abort(self, request_id: str) -> int:
         """Drop the request's queued windows. Returns how many were dropped (0 when none: idempotent)."""
