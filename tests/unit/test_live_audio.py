@@ -52,3 +52,13 @@ def test_a_stream_of_chunks_is_one_resampled_signal_and_finds_the_speech() -> No
     assert kinds[0] == "start" and kinds[-1] == "stop"
     assert 0.7 < events[0].sample / 16000 < 2.5  # after the first second of silence (minus the padding)
     assert events[-1].sample / 16000 < 1.0 + clip.duration_s + 1.0
+
+
+def test_partials_are_cut_where_they_start_repeating() -> None:
+    from voxlane.audio.live import cut_repeats
+
+    assert cut_repeats("Go forward 10 meters. Go forward 10 meters. Go".split()) == "Go forward 10 meters.".split()
+    assert cut_repeats("6 6 6 6".split()) == ["6"]
+    assert cut_repeats("Montreal Forest Line. Montreal Forest Line.".split()) == "Montreal Forest Line.".split()
+    said = "this is all very very whispered".split()
+    assert cut_repeats(said) == said
