@@ -233,7 +233,9 @@ class ServerConfig:
         positive=True,
     )
     realtime_idle_timeout_s: float = setting(
-        60.0, "seconds a live transcription session may send nothing before the server closes it", positive=True
+        60.0,
+        "seconds a live transcription session may send nothing, with no text on its way, before the server closes it",
+        positive=True,
     )
     realtime_max_session_s: float = setting(
         1800.0, "longest live transcription session, in seconds (OpenAI's is 30 minutes)", positive=True

@@ -20,7 +20,7 @@ import hmac
 from collections.abc import Iterable, Sequence
 
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from voxlane.errors import Unauthorized
 
@@ -62,8 +62,9 @@ class RequireApiKey:
         response = JSONResponse(error.to_json(), status_code=error.status_code, headers={"WWW-Authenticate": "Bearer"})
         if scope["type"] == "websocket":
             if "websocket.http.response" in scope.get("extensions", {}):
-                # Refuse the handshake with the same 401 and JSON body as HTTP (the client can read why).
-                await response(scope, receive, _denial(send))
+                # Refuse the handshake with the same 401 and JSON body as HTTP (the client can read why);
+                # Starlette sends it as the ASGI denial response for a websocket scope.
+                await response(scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1008})  # policy violation; before accept: HTTP 403
             return
@@ -94,15 +95,6 @@ def subprotocol_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
                 if protocol.startswith(BROWSER_KEY_PREFIX) and len(protocol) > len(BROWSER_KEY_PREFIX):
                     return protocol[len(BROWSER_KEY_PREFIX) :]
     return None
-
-
-def _denial(send: Send) -> Send:
-    """``send`` for an HTTP response given in place of a WebSocket handshake (the ASGI denial extension)."""
-
-    async def deny(message: Message) -> None:
-        await send({**message, "type": "websocket." + message["type"]})
-
-    return deny
 
 
 def refusal(token: bytes | None) -> Unauthorized:

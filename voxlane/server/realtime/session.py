@@ -134,6 +134,8 @@ class RealtimeSession:
                     message = await asyncio.wait_for(self.ws.receive(), timeout=max(0.0, timeout))
                 except TimeoutError:
                     expired = time.monotonic() >= ends_at
+                    if not expired and self._completion is not None and not self._completion.done():
+                        continue  # not idle while a turn's text is on its way
                     await self.error(
                         InvalidRequest(
                             f"the session reached its {self.config.realtime_max_session_s:g} s limit "
