@@ -35,7 +35,9 @@ def fake_microphone(clip: Clip, path: Path) -> Path:
 
 
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_the_demo_page_transcribes_a_fake_microphone(server: ServerProcess, dev_set: list[Clip], tmp_path: Path) -> None:
+def test_the_demo_page_transcribes_a_fake_microphone(
+    server: ServerProcess, dev_set: list[Clip], tmp_path: Path
+) -> None:
     from playwright.sync_api import sync_playwright
 
     clip = next(c for c in dev_set if c.text.startswith("Many complicated ideas"))

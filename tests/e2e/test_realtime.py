@@ -186,12 +186,30 @@ def test_bad_events_get_error_events_and_the_session_goes_on(server: ServerProce
                 json.dumps({"type": "input_audio_buffer.append", "audio": "%%% not base64 %%%"}),
                 json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(b"abc").decode()}),
                 json.dumps({"type": "input_audio_buffer.commit"}),
-                json.dumps({"type": "session.update", "session": {"type": "transcription", "audio": {"input": {
-                    "format": {"type": "audio/pcmu"}}}}}),
-                json.dumps({"type": "session.update", "session": {"type": "transcription", "audio": {"input": {
-                    "turn_detection": {"type": "semantic_vad"}}}}}),
-                json.dumps({"type": "session.update", "session": {"type": "transcription", "audio": {"input": {
-                    "turn_detection": {"type": "server_vad", "threshold": 7}}}}}),
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu"}}}},
+                    }
+                ),
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {
+                            "type": "transcription",
+                            "audio": {"input": {"turn_detection": {"type": "semantic_vad"}}},
+                        },
+                    }
+                ),
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {
+                            "type": "transcription",
+                            "audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 7}}},
+                        },
+                    }
+                ),
             ):
                 await ws.send(bad)
                 errors.append((await events_until(ws, "error", 10))[-1])

@@ -310,7 +310,11 @@ def _figures(
         "final_latency_ms": {"p50": _ms(_pct(finals_s, 50)), "p95": _ms(_pct(finals_s, 95)), "count": len(finals_s)},
         "final_after_speech_end_ms": {"p50": _ms(_pct(after_speech, 50)), "p95": _ms(_pct(after_speech, 95))},
         "partials_per_s_while_speaking": round(sum(r.partials for r in results) / open_s, 2) if open_s else None,
-        "text_update_gap_ms": {"p50": _ms(_pct(gaps, 50)), "p95": _ms(_pct(gaps, 95)), "max": _ms(max(gaps, default=0))},
+        "text_update_gap_ms": {
+            "p50": _ms(_pct(gaps, 50)),
+            "p95": _ms(_pct(gaps, 95)),
+            "max": _ms(max(gaps, default=0)),
+        },
         "wer_finals": round(wer(finals) * 100, 2),
         "wer_batch_endpoint": round(wer(batch_texts) * 100, 2),
         "health_ms": {
@@ -338,7 +342,8 @@ def _print(f: dict[str, Any]) -> None:
           f"{f['audio_s']} s of audio in {f['elapsed_s']} s")  # fmt: skip
     rows = [
         ("delta latency ms p50 / p95", f"{f['delta_latency_ms']['p50']} / {f['delta_latency_ms']['p95']}"),
-        ("final latency ms p50 / p95 (after turn end)", f"{f['final_latency_ms']['p50']} / {f['final_latency_ms']['p95']}"),
+        ("final latency ms p50 / p95 (after turn end)",
+         f"{f['final_latency_ms']['p50']} / {f['final_latency_ms']['p95']}"),
         ("final ms p50 / p95 (after the file's speech)",
          f"{f['final_after_speech_end_ms']['p50']} / {f['final_after_speech_end_ms']['p95']}"),
         ("partials per second while speaking", f"{f['partials_per_s_while_speaking']}"),

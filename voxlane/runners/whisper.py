@@ -150,8 +150,10 @@ class WhisperRunner:
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
         width = max(w.features.shape[1] for w in batch)  # live partials are cut to their audio: pad to the longest
         features = np.stack(
-            [w.features if w.features.shape[1] == width else pad_frames(w.features, width, float(w.features.max()))
-             for w in batch]
+            [
+                w.features if w.features.shape[1] == width else pad_frames(w.features, width, float(w.features.max()))
+                for w in batch
+            ]
         )
         encoded = self.model.encode(ctranslate2.StorageView.from_array(features))
         languages = self._languages(batch, encoded)

@@ -1,10 +1,11 @@
 """The API process's named executors and the one door to blocking work: ``Executors.run``.
 
 Nothing heavier than a dictionary lookup runs inside ``async def``: decoding, resampling, splitting and
-log-mel features go through ``run("audio", ...)``; a live transcription session's chunks (base64, resampling, VAD) and its
-decodes' features through ``run("live", ...)`` (threads: a session's front end keeps state between chunks); sentence splitting and phonemisation for speech through
-``run("text", ...)`` (one worker process: espeak is not thread-safe, and it holds the GIL for up to 15 ms
-per call, which the event loop would wait out); encoding synthesised speech through
+log-mel features go through ``run("audio", ...)``; a live transcription session's chunks (base64,
+resampling, VAD) and its decodes' features through ``run("live", ...)`` (threads: a session's front end
+keeps state between chunks, and its short jobs do not wait behind long uploads); sentence splitting and
+phonemisation for speech through ``run("text", ...)`` (one worker process: espeak is not thread-safe,
+and it holds the GIL for up to 15 ms per call, which the event loop would wait out); encoding synthesised speech through
 ``run_encode(request_id, ...)`` (worker processes, each stream pinned to one: PyAV holds the GIL through
 parts of resampling and muxing); voice file work through ``run("files", ...)``; the /metrics page through
 ``run("metrics", ...)`` (one thread: rendering holds the GIL, and from a thread the loop gets it back every

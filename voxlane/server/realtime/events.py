@@ -189,7 +189,7 @@ def _turn_detection(value: Any, param: str) -> VadOptions | None:
     if not isinstance(value, dict) or value.get("type", "server_vad") != "server_vad":
         kind = value.get("type") if isinstance(value, dict) else value
         raise InvalidRequest(
-            f"turn_detection {kind!r} is not supported; send {{\"type\": \"server_vad\"}} (threshold, "
+            f'turn_detection {kind!r} is not supported; send {{"type": "server_vad"}} (threshold, '
             "prefix_padding_ms, silence_duration_ms) or null for manual commits",
             param=f"{param}.type",
         )
@@ -200,7 +200,9 @@ def _turn_detection(value: Any, param: str) -> VadOptions | None:
         raise InvalidRequest("threshold must be a number from 0 to 1", param=f"{param}.threshold")
     for name, ms in (("prefix_padding_ms", padding), ("silence_duration_ms", silence)):
         if not isinstance(ms, int) or not 0 <= ms <= 10000:
-            raise InvalidRequest(f"{name} must be a whole number of milliseconds from 0 to 10000", param=f"{param}.{name}")
+            raise InvalidRequest(
+                f"{name} must be a whole number of milliseconds from 0 to 10000", param=f"{param}.{name}"
+            )
     return VadOptions(float(threshold), int(padding), max(32, int(silence)))
 
 

@@ -24,6 +24,7 @@ that says why) only at the idle timeout, the session's end, or when the server s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -150,7 +151,7 @@ class RealtimeSession:
                     return
                 if message["type"] == "websocket.disconnect":
                     return
-                await self._dispatch(message)
+                await self._dispatch(dict(message))
         except WebSocketDisconnect:
             return
         finally:
@@ -240,9 +241,8 @@ class RealtimeSession:
         start = self.received
         self._pcm.append(fed.pcm)
         self.received += len(fed.pcm)
-        if self.settings.turn_detection is None:
-            if self.turn is None and len(fed.pcm):
-                self._open(start)
+        if self.settings.turn_detection is None and self.turn is None and len(fed.pcm):
+            self._open(start)
         for turn_event in fed.events:
             if turn_event.kind == "start":
                 self._open(max(turn_event.sample, self._pcm_start))
@@ -449,9 +449,7 @@ class RealtimeSession:
         if partial:
             features, n_frames = await self.state.executors.run("live", partial_features, pcm, n_mels)
         else:
-            features, n_frames, speech = await self.state.executors.run(
-                "live", window_features, pcm, n_mels, offset_s
-            )
+            features, n_frames, speech = await self.state.executors.run("live", window_features, pcm, n_mels, offset_s)
         duration_s = len(pcm) / SAMPLE_RATE
         options = TranscribeOptions(language=self.settings.language, prompt=self.settings.prompt)
         request_id = f"rt-{uuid.uuid4().hex}"
@@ -511,11 +509,10 @@ class RealtimeSession:
         return task
 
     async def send(self, event: dict[str, Any]) -> None:
+        # A client that left raises here; the reader sees the disconnect and ends the session.
         async with self._send_lock:
-            try:
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
                 await self.ws.send_text(json.dumps(event))
-            except (WebSocketDisconnect, RuntimeError):
-                pass  # the client left; the reader sees it and ends the session
 
     async def error(self, exc: VoxlaneError, event_id: str | None = None) -> None:
         self.state.metrics.realtime_errors.labels(exc.code or exc.error_type).inc()
