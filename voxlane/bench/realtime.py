@@ -7,8 +7,9 @@ Each stream is one WebSocket to ``/v1/realtime`` (OpenAI's Realtime transcriptio
 - delta latency: from the moment the audio a delta was read from had been sent (voxlane's ``audio_end_ms``
   on the delta) to the delta's arrival: how far the text on screen trails the voice;
 - final latency: from the moment the turn's audio had been sent (``audio_end_ms`` of
-  ``speech_stopped``, which includes the closing silence server_vad waits for) to ``completed``; and, apart,
-  from the end of the file's speech (that wait included);
+  ``speech_stopped``, which includes the closing silence server_vad waits for; in manual mode, the commit)
+  to ``completed`` (the speaker waits ``silence_duration_ms``, 500 ms here, longer: server_vad's wait
+  for the end of the turn);
 - partials per second while speaking: deltas that arrive while a turn is open, over the seconds turns are
   open, and the longest gap between two text updates of an open turn;
 - WER of the finals (each file's completed turns joined) against the references, and of the batch
@@ -60,6 +61,12 @@ def add_realtime_parser(bench_sub: argparse._SubParsersAction) -> None:
         help="server_vad, or manual: commit after each file (default: server_vad)",
     )
     p.add_argument(
+        "--silence-duration-ms",
+        type=int,
+        default=500,
+        help="server_vad's silence that ends a turn (default: 500, OpenAI's)",
+    )
+    p.add_argument(
         "--batch-concurrency",
         type=int,
         default=0,
@@ -85,12 +92,12 @@ class StreamResult:
     speech_end_at: float = 0.0
     delta_latencies_s: list[float] = field(default_factory=list)
     final_latencies_s: list[float] = field(default_factory=list)
-    final_after_speech_s: list[float] = field(default_factory=list)
     transcripts: list[str] = field(default_factory=list)
     open_s: float = 0.0
     """Seconds turns were open (speech_started to committed), on the clock."""
     partials: int = 0
     gaps_s: list[float] = field(default_factory=list)
+    last_final_at: float = 0.0
     errors: list[str] = field(default_factory=list)
 
     def sent_time(self, audio_ms: float) -> float:
@@ -122,18 +129,22 @@ def pcm24k(path: Path) -> bytes:
     return (np.clip(np.concatenate((lead, samples, trail)), -1, 1) * 32767).astype("<i2").tobytes()
 
 
-async def stream(url: str, key: str, item: Item, pcm: bytes, speed: float, manual: bool) -> StreamResult:
+async def stream(
+    url: str, key: str, item: Item, pcm: bytes, speed: float, manual: bool, silence_ms: int
+) -> StreamResult:
     import websockets
 
     result = StreamResult(item)
     step = int(CHUNK_S * RATE) * 2
     turns_open: dict[str, float] = {}
     last_text_at: dict[str, float] = {}
-    done = asyncio.Event()
-    expected_end_ms = (LEAD_S + item.duration_s) * 1000
+    committed: set[str] = set()
+    completed: set[str] = set()
+    settled = asyncio.Event()
+    """Set whenever every committed turn has its text and none is open."""
 
     async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {key}"}, max_size=None) as ws:
-        vad = None if manual else {"type": "server_vad", "silence_duration_ms": 500}
+        vad = None if manual else {"type": "server_vad", "silence_duration_ms": silence_ms}
         update = {"type": "session.update", "session": {"type": "transcription", "audio": {"input": {
             "format": {"type": "audio/pcm", "rate": RATE}, "transcription": {"model": "whisper-1", "language": "en"},
             "turn_detection": vad}}}}  # fmt: skip
@@ -144,9 +155,11 @@ async def stream(url: str, key: str, item: Item, pcm: bytes, speed: float, manua
                 now = time.perf_counter()
                 event = json.loads(message)
                 kind = event["type"]
-                if kind == "input_audio_buffer.speech_started" or (manual and kind.endswith(".delta")):
+                opens = kind == "input_audio_buffer.speech_started" or (manual and kind.endswith(".delta"))
+                if opens and event["item_id"] not in committed:
                     turns_open.setdefault(event["item_id"], now)
                     last_text_at.setdefault(event["item_id"], now)
+                    settled.clear()
                 if kind.endswith(".delta"):
                     item_id = event["item_id"]
                     if item_id in turns_open:  # a partial, while the turn is open
@@ -156,21 +169,23 @@ async def stream(url: str, key: str, item: Item, pcm: bytes, speed: float, manua
                     if "audio_end_ms" in event:
                         result.delta_latencies_s.append(now - result.sent_time(event["audio_end_ms"]))
                 elif kind == "input_audio_buffer.speech_stopped":
-                    turn_end_ms = event["audio_end_ms"]
-                    result.final_latencies_s.append(-result.sent_time(turn_end_ms))  # completed adds its arrival
+                    result.final_latencies_s.append(-result.sent_time(event["audio_end_ms"]))
                 elif kind == "input_audio_buffer.committed":
+                    committed.add(event["item_id"])
                     opened = turns_open.pop(event["item_id"], None)
                     if opened is not None:
                         result.open_s += now - opened
                     if manual:
-                        result.final_latencies_s.append(-result.speech_end_at)
+                        result.final_latencies_s.append(-now)
+                    settled.clear()
                 elif kind.endswith(".completed"):
+                    completed.add(event["item_id"])
                     if result.final_latencies_s and result.final_latencies_s[-1] < 0:
                         result.final_latencies_s[-1] += now
                     result.transcripts.append(event["transcript"])
-                    if event.get("audio_end_ms", 0) >= expected_end_ms - 100:
-                        result.final_after_speech_s.append(now - result.speech_end_at)
-                        done.set()
+                    result.last_final_at = now
+                    if not turns_open and committed <= completed:
+                        settled.set()
                 elif kind == "error":
                     result.errors.append(f"{event['error']['code']}: {event['error']['message']}")
 
@@ -184,17 +199,23 @@ async def stream(url: str, key: str, item: Item, pcm: bytes, speed: float, manua
             result.sent_at.append(time.perf_counter())
             if (n + 1) * CHUNK_S >= LEAD_S + item.duration_s and not result.speech_end_at:
                 result.speech_end_at = result.sent_at[-1]
-        if manual:
-            result.speech_end_at = time.perf_counter()
+        if manual or turns_open:  # a turn still open after the trailing silence: commit it
             await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
         try:
-            await asyncio.wait_for(done.wait(), 60)
+            await asyncio.wait_for(_settle(settled, committed, completed, turns_open), 60)
         except TimeoutError:
-            result.errors.append("no completed turn reached the end of the file within 60 s")
-        await asyncio.sleep(0.2)
+            result.errors.append("the turns' text had not all come within 60 s of the end of the audio")
         reader.cancel()
     result.final_latencies_s = [x for x in result.final_latencies_s if x >= 0]
     return result
+
+
+async def _settle(settled: asyncio.Event, committed: set[str], completed: set[str], open_: dict[str, Any]) -> None:
+    while True:
+        await settled.wait()
+        await asyncio.sleep(0.05)
+        if settled.is_set() and committed <= completed and not open_:
+            return
 
 
 async def batch_loop(base_url: str, key: str, items: list[Item], stop: asyncio.Event, counts: dict[str, int]) -> None:
@@ -240,7 +261,15 @@ def _main(args: argparse.Namespace) -> int:
         began = time.perf_counter()
         results = await asyncio.gather(
             *(
-                stream(url, args.api_key, item, audio[item.path], args.speed, args.turn_detection == "manual")
+                stream(
+                    url,
+                    args.api_key,
+                    item,
+                    audio[item.path],
+                    args.speed,
+                    args.turn_detection == "manual",
+                    args.silence_duration_ms,
+                )
                 for item in chosen
             )
         )
@@ -296,7 +325,6 @@ def _figures(
     finals = [" ".join(r.transcripts) for r in results]
     deltas = [x for r in results for x in r.delta_latencies_s]
     finals_s = [x for r in results for x in r.final_latencies_s]
-    after_speech = [x for r in results for x in r.final_after_speech_s]
     gaps = [x for r in results for x in r.gaps_s]
     open_s = sum(r.open_s for r in results)
     ms = 1000.0
@@ -304,11 +332,11 @@ def _figures(
         "streams": len(results),
         "speed": args.speed,
         "turn_detection": args.turn_detection,
+        "silence_duration_ms": args.silence_duration_ms,
         "elapsed_s": round(elapsed_s, 2),
         "audio_s": round(sum(r.item.duration_s for r in results), 1),
         "delta_latency_ms": {"p50": _ms(_pct(deltas, 50)), "p95": _ms(_pct(deltas, 95)), "count": len(deltas)},
         "final_latency_ms": {"p50": _ms(_pct(finals_s, 50)), "p95": _ms(_pct(finals_s, 95)), "count": len(finals_s)},
-        "final_after_speech_end_ms": {"p50": _ms(_pct(after_speech, 50)), "p95": _ms(_pct(after_speech, 95))},
         "partials_per_s_while_speaking": round(sum(r.partials for r in results) / open_s, 2) if open_s else None,
         "text_update_gap_ms": {
             "p50": _ms(_pct(gaps, 50)),
@@ -344,8 +372,6 @@ def _print(f: dict[str, Any]) -> None:
         ("delta latency ms p50 / p95", f"{f['delta_latency_ms']['p50']} / {f['delta_latency_ms']['p95']}"),
         ("final latency ms p50 / p95 (after turn end)",
          f"{f['final_latency_ms']['p50']} / {f['final_latency_ms']['p95']}"),
-        ("final ms p50 / p95 (after the file's speech)",
-         f"{f['final_after_speech_end_ms']['p50']} / {f['final_after_speech_end_ms']['p95']}"),
         ("partials per second while speaking", f"{f['partials_per_s_while_speaking']}"),
         ("text update gap ms p50 / p95 / max",
          f"{f['text_update_gap_ms']['p50']} / {f['text_update_gap_ms']['p95']} / {f['text_update_gap_ms']['max']}"),
