@@ -34,7 +34,9 @@ def test_a_live_final_goes_ahead_of_a_long_files_later_windows() -> None:
         s.add(batch_window("long", i, arrival_s=0.0), now=0.0)
     assert ids(s.next_batch(now=0.0)) == ["long0", "long1"]
     s.add(live_window("live", now=1.0), now=1.0)  # due at 1.3: long2 (1.0) is due before it, long3 (1.5) after
-    assert ids(s.next_batch(now=1.0)) == ["long2", "live0"]
+    assert ids(s.next_batch(now=1.0)) == ["long2"]  # live work shares no batch with batch windows
+    assert ids(s.next_batch(now=1.0)) == ["live0"]
+    assert ids(s.next_batch(now=1.0)) == ["long3", "long4"]
 
 
 def test_live_work_arriving_all_the_time_does_not_starve_batch_work() -> None:
@@ -73,3 +75,13 @@ def test_aborting_a_live_request_drops_it() -> None:
     s.add(live_window("p", now=0.0, partial=True), now=0.0)
     assert s.abort("p") == 1 and s.abort("p") == 0
     assert s.next_batch(now=1.0) is None
+
+
+def test_a_live_final_does_not_share_its_batch_with_batch_windows() -> None:
+    s = AsrScheduler(max_batch_size=8, max_batch_wait_s=0.0, window_cost_s=0.5)
+    for i in range(8):
+        s.add(batch_window("long", i, arrival_s=0.0), now=0.0)
+    s.add(live_window("live", now=0.0, deadline_s=0.1), now=0.0)  # due after long0 (0.0), before long1 (0.5)
+    assert ids(s.next_batch(now=0.0)) == ["long0"]  # long1..7 do not jump ahead of it into this batch
+    assert ids(s.next_batch(now=0.0)) == ["live0"]  # nor wait in its batch
+    assert ids(s.next_batch(now=0.0)) == [f"long{i}" for i in range(1, 8)]

@@ -16,8 +16,9 @@ Contract:
   window whose fair turn comes later (a long file's later windows), and behind those whose turn came
   before its deadline. Batch work cannot starve: a queued batch window's virtual start time is fixed, and
   the deadlines of live work arriving later only grow past it.
-- A batch holds windows of one (task, temperature, partial or not): those decode with the same settings,
-  and a live partial's features are cut to its audio (the runner pads a batch of them to its longest).
+- A batch holds windows of one (task, temperature, partial or not, live or not): those decode with the same
+  settings, a live partial's features are cut to its audio (the runner pads a batch of them to its
+  longest), and live work does not wait for batch windows that share its batch.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from collections import deque
 from voxlane.engine.request import WindowWork
 
 
-def batch_key(work: WindowWork) -> tuple[str, float, bool]:
-    return (work.options.task, work.options.temperature, work.msg.partial)
+def batch_key(work: WindowWork) -> tuple[str, float, bool, bool]:
+    """Windows that may share a batch. Live work shares only with live work: on a CPU a batch costs about
+    the sum of its windows, so a live final batched with seven windows of a long file would wait for all
+    eight."""
+    return (work.options.task, work.options.temperature, work.msg.partial, work.msg.deadline_s is not None)
 
 
 class AsrScheduler:
@@ -100,6 +104,8 @@ class AsrScheduler:
                 key = batch_key(work)
             elif batch_key(work) != key:
                 skipped.append(entry)
+                if work.msg.deadline_s is not None and not key[3]:
+                    break  # live work due next: no later batch window jumps ahead of it into this batch
                 continue
             batch.append(work)
         for entry in skipped:
