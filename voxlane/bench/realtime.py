@@ -53,6 +53,9 @@ def add_realtime_parser(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-duration-s", type=float, default=30.0, help="use the dataset's files up to this long (default: 30)"
     )
+    p.add_argument(
+        "--min-duration-s", type=float, default=0.0, help="use the dataset's files at least this long (default: 0)"
+    )
     p.add_argument("--speed", type=float, default=1.0, help="times real time each stream sends (default: 1)")
     p.add_argument(
         "--turn-detection",
@@ -71,6 +74,12 @@ def add_realtime_parser(bench_sub: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         help="batch transcriptions kept in flight during the run, the dataset's longest files first (default: 0)",
+    )
+    p.add_argument(
+        "--settle-timeout-s",
+        type=float,
+        default=60.0,
+        help="how long a stream waits after its audio for the last turn's text (default: 60)",
     )
     p.add_argument("--api-key", default="unused", help="sent as Authorization: Bearer (default: unused)")
     p.add_argument("--save-result", help="write the figures as JSON to this file")
@@ -105,13 +114,13 @@ class StreamResult:
         return self.sent_at[i]
 
 
-def load_items(manifest: str, max_duration_s: float) -> list[Item]:
+def load_items(manifest: str, max_duration_s: float, min_duration_s: float = 0.0) -> list[Item]:
     base = Path(manifest).parent
     items = []
     for line in Path(manifest).read_text().splitlines():
         if line.strip():
             row = json.loads(line)
-            if float(row["duration_s"]) <= max_duration_s and row.get("text", "").strip():
+            if min_duration_s <= float(row["duration_s"]) <= max_duration_s and row.get("text", "").strip():
                 items.append(Item(base / row["audio"], row["text"], float(row["duration_s"])))
     return items
 
@@ -130,7 +139,7 @@ def pcm24k(path: Path) -> bytes:
 
 
 async def stream(
-    url: str, key: str, item: Item, pcm: bytes, speed: float, manual: bool, silence_ms: int
+    url: str, key: str, item: Item, pcm: bytes, speed: float, manual: bool, silence_ms: int, settle_s: float
 ) -> StreamResult:
     import websockets
 
@@ -202,9 +211,9 @@ async def stream(
         if manual or turns_open:  # a turn still open after the trailing silence: commit it
             await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
         try:
-            await asyncio.wait_for(_settle(settled, committed, completed, turns_open), 60)
+            await asyncio.wait_for(_settle(settled, committed, completed, turns_open), settle_s)
         except TimeoutError:
-            result.errors.append("the turns' text had not all come within 60 s of the end of the audio")
+            result.errors.append(f"the turns' text had not all come within {settle_s:g} s of the end of the audio")
         reader.cancel()
     result.final_latencies_s = [x for x in result.final_latencies_s if x >= 0]
     return result
@@ -242,7 +251,7 @@ def _pct(values: list[float], q: float) -> float | None:
 def _main(args: argparse.Namespace) -> int:
     from voxlane.bench.health_probe import HealthProbe
 
-    items = load_items(args.dataset, args.max_duration_s)
+    items = load_items(args.dataset, args.max_duration_s, args.min_duration_s)
     if not items:
         raise SystemExit(f"voxlane bench realtime: no files of at most {args.max_duration_s:g} s in {args.dataset}")
     chosen = [items[i % len(items)] for i in range(args.streams)]
@@ -269,6 +278,7 @@ def _main(args: argparse.Namespace) -> int:
                     args.speed,
                     args.turn_detection == "manual",
                     args.silence_duration_ms,
+                    args.settle_timeout_s,
                 )
                 for item in chosen
             )
