@@ -65,6 +65,10 @@ MIN_PARTIAL_S = 0.5
 PARTIAL_DEADLINE_S = 0.5
 FINAL_DEADLINE_S = 0.1
 """Engine priorities (``WindowRequest.deadline_s``): a final is due sooner than a partial."""
+LOOKBACK_S = 1.0
+"""Audio before server_vad's start (and its prefix padding) that a turn's decode also reads, back to the
+end of the previous turn at most: Silero scores a word's onset late, and a turn cut at the onset loses its
+first word ("the recording" read as "reporting")."""
 BURST_S = 10.0
 """Audio a session may send at once before --realtime-max-speed applies (a client may send a clip whole)."""
 
@@ -113,6 +117,7 @@ class RealtimeSession:
         """Session samples received (16 kHz)."""
         self.turn: Turn | None = None
         self._last_item_id: str | None = None
+        self._last_turn_end = 0
         self._completion: asyncio.Task[None] | None = None
         self._partial: asyncio.Task[None] | None = None
         self._partial_upto = 0
@@ -245,14 +250,15 @@ class RealtimeSession:
             self._open(start)
         for turn_event in fed.events:
             if turn_event.kind == "start":
-                self._open(max(turn_event.sample, self._pcm_start))
+                lookback = int(LOOKBACK_S * SAMPLE_RATE)
+                self._open(max(turn_event.sample - lookback, self._last_turn_end, self._pcm_start))
                 assert self.turn is not None
                 await self.send(
                     {
                         "type": "input_audio_buffer.speech_started",
                         "event_id": new_id("event"),
                         "item_id": self.turn.item_id,
-                        "audio_start_ms": _ms(self.turn.start),
+                        "audio_start_ms": _ms(max(turn_event.sample, self.turn.start)),
                     }
                 )
             elif self.turn is not None:
@@ -304,6 +310,7 @@ class RealtimeSession:
             return
         end = self.received if end is None else end
         self.turn = None
+        self._last_turn_end = end
         self._cancel_partial()
         if end > turn.tail:
             self._close_piece(turn, end)
@@ -493,7 +500,7 @@ class RealtimeSession:
             keep_from = self.turn.tail
         else:
             pad = self.settings.turn_detection.prefix_padding_ms if self.settings.turn_detection else 0
-            keep_from = self.received - (pad + 100) * SAMPLE_RATE // 1000
+            keep_from = self.received - (pad + 100) * SAMPLE_RATE // 1000 - int(LOOKBACK_S * SAMPLE_RATE)
         if keep_from - self._pcm_start < SAMPLE_RATE:  # let go a second or more at a time
             return
         kept = self._audio(max(keep_from, self._pcm_start), self.received)
