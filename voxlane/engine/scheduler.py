@@ -86,7 +86,14 @@ class AsrScheduler:
         oldest = self._oldest()
         return None if oldest is None else oldest.enqueued_s + self.max_batch_wait_s
 
-    def next_batch(self, now: float) -> list[WindowWork] | None:
+    @property
+    def has_live(self) -> bool:
+        """Whether live work is queued (a linear scan: the queue holds what the admission bounds allow)."""
+        return any(w.queued and w.msg.deadline_s is not None for _, _, w in self._heap)
+
+    def next_batch(self, now: float, live_only: bool = False) -> list[WindowWork] | None:
+        """The next batch when one is due. ``live_only``: only live work may start now (the core keeps a
+        worker for it); batch windows keep their places."""
         oldest = self._oldest()
         if oldest is None:
             return None
@@ -100,6 +107,9 @@ class AsrScheduler:
             work = entry[2]
             if not work.queued:
                 continue
+            if live_only and work.msg.deadline_s is None:
+                skipped.append(entry)
+                continue
             if key is None:
                 key = batch_key(work)
             elif batch_key(work) != key:
@@ -110,6 +120,8 @@ class AsrScheduler:
             batch.append(work)
         for entry in skipped:
             heapq.heappush(self._heap, entry)
+        if not batch:
+            return None
         for work in batch:
             work.queued = False
             siblings = self._by_request.get(work.request_id)
