@@ -14,6 +14,7 @@ from importlib import resources
 
 from fastapi import APIRouter, WebSocket
 from fastapi.responses import HTMLResponse, Response
+from starlette.exceptions import HTTPException
 
 from voxlane.errors import QueueFull
 from voxlane.server.realtime.events import error_event
@@ -70,5 +71,5 @@ async def demo() -> HTMLResponse:
 @router.get("/demo/{name}", include_in_schema=False)
 async def demo_script(name: str) -> Response:
     if name not in ("demo.js", "pcm-worklet.js"):
-        return Response(status_code=404)
+        raise HTTPException(status_code=404)  # answered in OpenAI's error JSON by the app's handler
     return Response(_PAGES[name], media_type="text/javascript")
