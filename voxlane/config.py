@@ -224,8 +224,9 @@ class ServerConfig:
     realtime_max_connections: int = setting(
         32, "live transcription WebSockets (/v1/realtime) open at once; more are refused with an error event", minimum=1
     )
-    """Each live stream costs the engine a partial decode about once a second; 8 at once measured as what
-    2 cores keep up with (docs/realtime.md)."""
+    """Each live stream costs the engine a partial decode about once a second and a 30 s window per turn; on
+    2 cores 8 streams at once already miss the latency targets (docs/benchmarks.md), so this bounds memory
+    and sockets rather than promising speed."""
     realtime_max_buffer_s: float = setting(
         120.0,
         "seconds of audio a live transcription session holds uncommitted (manual commits) before appends "
