@@ -257,6 +257,37 @@ class ServerConfig:
         "Ray places them on any node",
         minimum=1,
     )
+    realtime_max_connections: int = setting(
+        32, "live transcription WebSockets (/v1/realtime) open at once; more are refused with an error event", minimum=1
+    )
+    """Each live stream costs the engine a partial decode about once a second and a 30 s window per turn; on
+    2 cores 8 streams at once already miss the latency targets (docs/benchmarks.md), so this bounds memory
+    and sockets rather than promising speed."""
+    realtime_max_buffer_s: float = setting(
+        120.0,
+        "seconds of audio a live transcription session holds uncommitted (manual commits) before appends "
+        "are refused with an error event",
+        positive=True,
+    )
+    realtime_idle_timeout_s: float = setting(
+        60.0,
+        "seconds a live transcription session may send nothing, with no text on its way, before the server closes it",
+        positive=True,
+    )
+    realtime_max_session_s: float = setting(
+        1800.0, "longest live transcription session, in seconds (OpenAI's is 30 minutes)", positive=True
+    )
+    realtime_max_speed: float = setting(
+        4.0,
+        "how many times faster than real time a live session may send audio (after a first 10 s) before "
+        "appends are refused with a rate_limit_exceeded error event",
+        positive=True,
+    )
+    realtime_partial_interval_s: float = setting(
+        1.0,
+        "seconds between partial decodes of a live turn still open (each sends the new text as delta events)",
+        positive=True,
+    )
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1

@@ -41,6 +41,14 @@ class WindowRequest(msgspec.Struct, tag="window"):
     """(start, end) in seconds of the original audio of the speech that voice activity detection found in
     this window (audio/vad.py: the window's loud frames, or Silero's padded spans; clipped to the window);
     None when it did not run."""
+    deadline_s: float | None = None
+    """Live work (a realtime session's decode): the engine should start it within this many seconds of
+    receiving it. It is ordered by that deadline among the batch windows' fair start times, so it jumps
+    ahead of a long file's later windows but not of work that was due before it. None: batch work."""
+    partial: bool = False
+    """A live partial decode of a turn still open: its features are cut to the audio (not padded to 30 s,
+    which costs the encoder ~10x less on a few seconds), and it is decoded once, with no temperature
+    fallback and no continuation; the next partial or the turn's final decode replaces its text."""
 
 
 class SpeechUnit(msgspec.Struct, tag="speech"):

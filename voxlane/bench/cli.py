@@ -100,6 +100,10 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     engine.add_argument("--result-filename", help="JSON file name (default: engine-YYYYMMDD-HHMMSS.json)")
     engine.set_defaults(func=_guard(_engine))
 
+    from voxlane.bench.realtime import add_realtime_parser
+
+    add_realtime_parser(bench_sub)  # live streams over /v1/realtime: its own module
+
     accuracy = bench_sub.add_parser(
         "accuracy",
         help="WER of a server against plain faster-whisper on the same files, in the same run",

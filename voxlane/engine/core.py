@@ -16,6 +16,7 @@ Speech units go to ``self.tts`` (engine/tts.py), which has its own execution thr
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -35,6 +36,10 @@ from voxlane.runners.base import Runner, SpeechRunner, WindowOutput
 log = logging.getLogger(__name__)
 
 _ABORTED_MEMORY = 4096  # request ids remembered after an abort, so late windows are dropped too
+LIVE_HOLD_S = 2.0
+"""For this long after live work (a realtime session's decode) was last seen, batch work may take at most
+``engine_workers - 1`` workers: one stays free for the next live decode, which would otherwise wait for a
+batch of 30 s windows to finish (seconds on a CPU). Live sessions send a decode about every second."""
 
 
 class EngineCore:
@@ -52,6 +57,9 @@ class EngineCore:
         self._aborted: OrderedDict[str, None] = OrderedDict()
         self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="voxlane-engine")
         self._running: set[Future[tuple[list[_Done], list[float]]]] = set()
+        self._batch_work: set[Future[tuple[list[_Done], list[float]]]] = set()
+        """Running batches of batch (not live) work."""
+        self._live_seen_s = -math.inf
         self._finished: list[Future[tuple[list[_Done], list[float]]]] = []
         self.continuations = 0
         """Continuation passes queued since start (each costs one more window)."""
@@ -69,6 +77,8 @@ class EngineCore:
         state = self.requests.get(msg.request_id)
         if state is None:
             state = self.requests[msg.request_id] = RequestState(msg.request_id, now, msg.count)
+        if msg.deadline_s is not None:
+            self._live_seen_s = now
         self.scheduler.add(WindowWork(msg, features, arrival_s=state.arrival_s, enqueued_s=now), now)
 
     def add_unit(self, msg: SpeechUnit, now: float) -> None:
@@ -96,13 +106,21 @@ class EngineCore:
         if self.tts is not None:
             outputs.extend(self.tts.step(now))
         while len(self._running) < self.workers:
-            batch = self.scheduler.next_batch(now)
+            batch = self.scheduler.next_batch(now, live_only=self._hold_for_live(now))
             if not batch:
                 break
             future = self._executor.submit(self._execute, batch)
             self._running.add(future)
+            if batch[0].msg.deadline_s is None:
+                self._batch_work.add(future)
             future.add_done_callback(self._batch_done)
         return outputs
+
+    def _hold_for_live(self, now: float) -> bool:
+        """Whether the free worker is kept for live work: live sessions are active (LIVE_HOLD_S) and batch
+        work already holds every other worker. With one worker nothing is held."""
+        recent = now - self._live_seen_s < LIVE_HOLD_S
+        return recent and self.workers > 1 and len(self._batch_work) >= self.workers - 1
 
     def next_timeout(self, now: float) -> float | None:
         """Seconds until ``step`` has something to do without new input; None when only input can help."""
@@ -111,6 +129,8 @@ class EngineCore:
         if len(self._running) >= self.workers:
             return None  # a finishing batch wakes the loop
         deadline = self.scheduler.next_deadline()
+        if deadline is not None and self._hold_for_live(now) and not self.scheduler.has_live:
+            deadline = max(deadline, self._live_seen_s + LIVE_HOLD_S)  # batch work waits for the held worker
         return None if deadline is None else max(0.0, deadline - now)
 
     @property
@@ -173,6 +193,7 @@ class EngineCore:
         outputs: list[WindowResult] = []
         for future in finished:
             self._running.discard(future)
+            self._batch_work.discard(future)
             if future.cancelled():
                 continue
             done, costs = future.result()

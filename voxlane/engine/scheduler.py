@@ -11,7 +11,14 @@ Contract:
   the engine (the core keeps it measured). A 2-hour file that arrived first is served at the machine's pace,
   and a 3-second clip arriving later is due at its own arrival time, so it jumps ahead of every window
   of the long file that would only have been reached after that. Two long files share the engine evenly.
-- A batch holds windows of one (task, temperature): those decode with the same settings.
+- Live work (``WindowRequest.deadline_s``, a realtime session's decode) is ordered by its deadline,
+  ``now + deadline_s`` when it is queued, among those virtual start times: it goes ahead of every batch
+  window whose fair turn comes later (a long file's later windows), and behind those whose turn came
+  before its deadline. Batch work cannot starve: a queued batch window's virtual start time is fixed, and
+  the deadlines of live work arriving later only grow past it.
+- A batch holds windows of one (task, temperature, partial or not, live or not): those decode with the same
+  settings, a live partial's features are cut to its audio (the runner pads a batch of them to its
+  longest), and live work does not wait for batch windows that share its batch.
 """
 
 from __future__ import annotations
@@ -22,8 +29,11 @@ from collections import deque
 from voxlane.engine.request import WindowWork
 
 
-def batch_key(work: WindowWork) -> tuple[str, float]:
-    return (work.options.task, work.options.temperature)
+def batch_key(work: WindowWork) -> tuple[str, float, bool, bool]:
+    """Windows that may share a batch. Live work shares only with live work: on a CPU a batch costs about
+    the sum of its windows, so a live final batched with seven windows of a long file would wait for all
+    eight."""
+    return (work.options.task, work.options.temperature, work.msg.partial, work.msg.deadline_s is not None)
 
 
 class AsrScheduler:
@@ -44,11 +54,17 @@ class AsrScheduler:
         work.enqueued_s = now
         work.seq = self._seq
         self._seq += 1
-        priority = work.arrival_s + work.msg.index * self.window_cost_s
-        heapq.heappush(self._heap, (priority, work.seq, work))
+        heapq.heappush(self._heap, (self.priority(work, now), work.seq, work))
         self._by_arrival.append(work)
         self._by_request.setdefault(work.request_id, []).append(work)
         self._live += 1
+
+    def priority(self, work: WindowWork, now: float) -> float:
+        """When the window should start, on the engine's clock: its deadline for live work, else its fair
+        virtual start time."""
+        if work.msg.deadline_s is not None:
+            return now + work.msg.deadline_s
+        return work.arrival_s + work.msg.index * self.window_cost_s
 
     def abort(self, request_id: str) -> int:
         """Drop the request's queued windows. Returns how many were dropped (0 when none: idempotent)."""
@@ -70,7 +86,14 @@ class AsrScheduler:
         oldest = self._oldest()
         return None if oldest is None else oldest.enqueued_s + self.max_batch_wait_s
 
-    def next_batch(self, now: float) -> list[WindowWork] | None:
+    @property
+    def has_live(self) -> bool:
+        """Whether live work is queued (a linear scan: the queue holds what the admission bounds allow)."""
+        return any(w.queued and w.msg.deadline_s is not None for _, _, w in self._heap)
+
+    def next_batch(self, now: float, live_only: bool = False) -> list[WindowWork] | None:
+        """The next batch when one is due. ``live_only``: only live work may start now (the core keeps a
+        worker for it); batch windows keep their places."""
         oldest = self._oldest()
         if oldest is None:
             return None
@@ -84,14 +107,21 @@ class AsrScheduler:
             work = entry[2]
             if not work.queued:
                 continue
+            if live_only and work.msg.deadline_s is None:
+                skipped.append(entry)
+                continue
             if key is None:
                 key = batch_key(work)
             elif batch_key(work) != key:
                 skipped.append(entry)
+                if work.msg.deadline_s is not None and not key[3]:
+                    break  # live work due next: no later batch window jumps ahead of it into this batch
                 continue
             batch.append(work)
         for entry in skipped:
             heapq.heappush(self._heap, entry)
+        if not batch:
+            return None
         for work in batch:
             work.queued = False
             siblings = self._by_request.get(work.request_id)

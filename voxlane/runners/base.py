@@ -68,6 +68,8 @@ class WindowPass:
             self.msg.n_mels,
             self.msg.options,
             self.msg.speech,
+            deadline_s=self.msg.deadline_s,
+            partial=self.msg.partial,
         )
         return dataclasses.replace(
             self, msg=msg, features=features, passes=self.passes + 1, earlier=self.earlier + segments

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import zlib
 from collections.abc import Sequence
 from functools import lru_cache
@@ -30,6 +31,7 @@ import tokenizers
 from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import merge_punctuations
 
+from voxlane.audio.features import pad_frames
 from voxlane.config import EngineConfig
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult, Word
 from voxlane.runners.base import WindowOutput, WindowPass
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 TIME_PRECISION_S = 0.02  # one timestamp token
 TOKENS_PER_SECOND = 50  # encoder frames per second (mel frames / 2)
 MAX_LENGTH = 448
+PARTIAL_TOKENS_PER_S = 8
+"""Most tokens a live partial may decode per second of its audio (fast speech is 4-5 words a second)."""
 FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)
 COMPRESSION_RATIO_THRESHOLD = 2.4
 LOG_PROB_THRESHOLD = -1.0
@@ -144,7 +148,13 @@ class WhisperRunner:
     # --- the batch -------------------------------------------------------------------------------
 
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
-        features = np.stack([w.features for w in batch])
+        width = max(w.features.shape[1] for w in batch)  # live partials are cut to their audio: pad to the longest
+        features = np.stack(
+            [
+                w.features if w.features.shape[1] == width else pad_frames(w.features, width, float(w.features.max()))
+                for w in batch
+            ]
+        )
         encoded = self.model.encode(ctranslate2.StorageView.from_array(features))
         languages = self._languages(batch, encoded)
         decoded = self._generate(batch, encoded, languages)
@@ -182,7 +192,8 @@ class WhisperRunner:
         best = self._decode_once(encoded, list(range(len(batch))), prompts, languages, batch, temperature)
         if temperature > 0:
             return best
-        pending = [i for i, d in enumerate(best) if d.needs_fallback]
+        # A live partial is decoded once: the next one replaces its text within a second (messages.py).
+        pending = [i for i, d in enumerate(best) if d.needs_fallback and not batch[i].msg.partial]
         for fallback in FALLBACK_TEMPERATURES:
             if not pending:
                 break
@@ -235,11 +246,17 @@ class WhisperRunner:
         temperature: float,
     ) -> list[_Decoded]:
         sampling = {"sampling_temperature": temperature, "sampling_topk": 0} if temperature > 0 else {}
+        max_length = MAX_LENGTH
+        if all(w.msg.partial for w in batch):
+            # A partial's few seconds hold a few words: a decode that loops (more likely on features cut
+            # to the audio) stops early instead of running to 448 tokens.
+            longest_s = max(w.msg.duration_s for w in batch)
+            max_length = min(MAX_LENGTH, len(prompts[0]) + PARTIAL_TOKENS_PER_S * math.ceil(longest_s) + 8)
         outputs = self.model.generate(
             encoded,
             prompts,
             beam_size=self.beam_size if temperature == 0 else 1,
-            max_length=MAX_LENGTH,
+            max_length=max_length,
             return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,
@@ -334,6 +351,8 @@ class WhisperRunner:
 
     @staticmethod
     def _may_continue(work: WindowPass, resume_s: float) -> bool:
+        if work.msg.partial:
+            return False
         return work.passes + 1 < MAX_PASSES and MIN_PROGRESS_S <= resume_s < work.msg.duration_s - TIME_PRECISION_S
 
     def _add_words(

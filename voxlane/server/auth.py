@@ -1,7 +1,8 @@
 """API keys: a pure ASGI middleware in front of every route.
 
 With keys configured (``--api-key``, ``VOXLANE_API_KEY``, ``--api-keys-file``), a request to ``/v1/*``, and to
-``/metrics`` with ``--metrics-need-key``, must carry ``Authorization: Bearer KEY`` with one of them. Anything
+``/metrics`` with ``--metrics-need-key``, must carry ``Authorization: Bearer KEY`` with one of them (a
+WebSocket may instead offer the subprotocol ``openai-insecure-api-key.KEY``, OpenAI's form for browsers). Anything
 else is answered 401 at once, before a route runs or its body is read, with the error JSON OpenAI sends
 (``invalid_request_error`` / ``invalid_api_key``), so the stock openai client raises
 ``openai.AuthenticationError``. ``/health`` never needs a key: load balancers and supervisors probe it.
@@ -52,14 +53,21 @@ class RequireApiKey:
             await self.app(scope, receive, send)
             return
         token = bearer_token(scope["headers"])
+        if token is None and scope["type"] == "websocket":
+            token = subprotocol_token(scope["headers"])
         if token is not None and self.accepts(token):
             await self.app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})  # policy violation; before accept: HTTP 403
-            return
         error = refusal(token)
         response = JSONResponse(error.to_json(), status_code=error.status_code, headers={"WWW-Authenticate": "Bearer"})
+        if scope["type"] == "websocket":
+            if "websocket.http.response" in scope.get("extensions", {}):
+                # Refuse the handshake with the same 401 and JSON body as HTTP (the client can read why);
+                # Starlette sends it as the ASGI denial response for a websocket scope.
+                await response(scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008})  # policy violation; before accept: HTTP 403
+            return
         await response(scope, receive, send)
 
 
@@ -70,6 +78,22 @@ def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
             scheme, _, token = value.strip().partition(b" ")
             token = token.strip()
             return token if scheme.lower() == b"bearer" and token else None
+    return None
+
+
+BROWSER_KEY_PREFIX = b"openai-insecure-api-key."
+"""OpenAI's form of the key for browsers, which cannot set headers on a WebSocket: the subprotocol
+``openai-insecure-api-key.KEY`` offered next to ``realtime`` in Sec-WebSocket-Protocol."""
+
+
+def subprotocol_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The key of an ``openai-insecure-api-key.KEY`` subprotocol, else None."""
+    for name, value in headers:
+        if name.lower() == b"sec-websocket-protocol":
+            for protocol in value.split(b","):
+                protocol = protocol.strip()
+                if protocol.startswith(BROWSER_KEY_PREFIX) and len(protocol) > len(BROWSER_KEY_PREFIX):
+                    return protocol[len(BROWSER_KEY_PREFIX) :]
     return None
 
 

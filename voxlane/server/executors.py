@@ -1,9 +1,11 @@
 """The API process's named executors and the one door to blocking work: ``Executors.run``.
 
 Nothing heavier than a dictionary lookup runs inside ``async def``: decoding, resampling, splitting and
-log-mel features go through ``run("audio", ...)``; sentence splitting and phonemisation for speech through
-``run("text", ...)`` (one worker process: espeak is not thread-safe, and it holds the GIL for up to 15 ms
-per call, which the event loop would wait out); encoding synthesised speech through
+log-mel features go through ``run("audio", ...)``; a live transcription session's chunks (base64,
+resampling, VAD) and its decodes' features through ``run("live", ...)`` (threads: a session's front end
+keeps state between chunks, and its short jobs do not wait behind long uploads); sentence splitting and
+phonemisation for speech through ``run("text", ...)`` (one worker process: espeak is not thread-safe,
+and it holds the GIL for up to 15 ms per call, which the event loop would wait out); encoding synthesised speech through
 ``run_encode(request_id, ...)`` (worker processes, each stream pinned to one: PyAV holds the GIL through
 parts of resampling and muxing); voice file work through ``run("files", ...)``; the /metrics page through
 ``run("metrics", ...)`` (one thread: rendering holds the GIL, and from a thread the loop gets it back every
@@ -37,7 +39,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 # Workers yield to the event loop thread when both want a core: the loop's latency is the product.
 WORKER_NICENESS = 5
-PoolName = Literal["audio", "text", "files", "metrics"]
+PoolName = Literal["audio", "live", "text", "files", "metrics"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class PoolLoad:
 class Executors:
     def __init__(self, config: ServerConfig) -> None:
         workers = config.audio_preprocess_workers
-        self._workers = {"audio": workers, "text": config.text_workers, "files": 1, "metrics": 1}
+        self._workers = {"audio": workers, "live": workers, "text": config.text_workers, "files": 1, "metrics": 1}
         """Workers per pool, for ``load()``."""
         # How to (re)build each pool; a process pool whose worker died is rebuilt from here.
         self._factories: dict[str, Callable[[], Executor]] = {}
@@ -64,6 +66,11 @@ class Executors:
             self._factories["audio"] = partial(
                 ThreadPoolExecutor, workers, thread_name_prefix="voxlane-audio", initializer=_lower_priority
             )
+        # Live transcription sessions (realtime): each holds a resampler and a VAD state between its chunks,
+        # which cannot cross to a process, and its short jobs must not wait behind long uploads' decodes.
+        self._factories["live"] = partial(
+            ThreadPoolExecutor, workers, thread_name_prefix="voxlane-live", initializer=_lower_priority
+        )
         self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", *_TEXT_MODULES)
         # Voice files (upload staging, index writes, removal): always threads, whatever the audio pool is,
         # since these jobs hold open files and locks that cannot cross to a process.

@@ -99,6 +99,24 @@ class Metrics:
         self.engine_restarts = Counter(
             "voxlane_engine_restarts", "Times the engine process was started again after it died.", registry=registry
         )
+        self.realtime_sessions = Gauge(
+            "voxlane_realtime_sessions", "Live transcription WebSockets (/v1/realtime) open now.", registry=registry
+        )
+        self.realtime_turns = Counter(
+            "voxlane_realtime_turns", "Turns of live sessions committed and transcribed.", registry=registry
+        )
+        self.realtime_partials = Counter(
+            "voxlane_realtime_partials", "Partial decodes of live turns still open.", registry=registry
+        )
+        self.realtime_final_seconds = Histogram(
+            "voxlane_realtime_final_seconds",
+            "From a live turn's commit (by the client, or by turn detection) to its completed text.",
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.realtime_errors = Counter(
+            "voxlane_realtime_errors", "Error events sent to live sessions, by code.", ("code",), registry=registry
+        )
         self.loop = LoopStallMonitor()
         self.gc = GcPauseMonitor()
         registry.register(self.loop)

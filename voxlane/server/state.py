@@ -22,6 +22,8 @@ class AppState:
     metrics: Metrics
     started_at: int
     voices: VoiceRegistry | None = None
+    realtime_sessions: int = 0
+    """Live transcription WebSockets open now (bounded by --realtime-max-connections)."""
 
     def resolve_model(self, requested: str) -> str:
         """The served model's id for ``requested``, or ModelNotFound."""

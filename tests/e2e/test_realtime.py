@@ -1,0 +1,318 @@
+"""Live transcription over /v1/realtime: the official openai SDK's realtime client and a plain websockets
+client, against a real server on 127.0.0.1 with the bundled model, on dev-set speech."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import websockets
+from openai import AsyncOpenAI
+
+from tests.conftest import Clip, ServerProcess, running_server
+from tests.wer import wer
+from voxlane.audio.pipeline import decode_and_split
+from voxlane.audio.resample import resamplers
+
+CHUNK_S = 0.1
+
+
+def pcm16(clip: Clip, rate: int = 24000, silence_s: float = 0.0) -> bytes:
+    """The clip as mono pcm16 at ``rate``, followed by ``silence_s`` of silence."""
+    audio = decode_and_split(clip.path.read_bytes(), 3600.0, 8.0)
+    samples = np.concatenate([w.pcm for w in audio.windows]).astype(np.float32) / 32768.0
+    samples = resamplers.resample(samples, 16000, rate)
+    samples = np.concatenate((samples, np.zeros(int(silence_s * rate), dtype=np.float32)))
+    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def chunks(pcm: bytes, rate: int = 24000) -> Iterator[str]:
+    step = int(CHUNK_S * rate) * 2
+    for i in range(0, len(pcm), step):
+        yield base64.b64encode(pcm[i : i + step]).decode()
+
+
+def short_clips(dev_set: list[Clip], n: int) -> list[Clip]:
+    return [c for c in dev_set if 2.0 <= c.duration_s <= 9.0][:n]
+
+
+def ws_url(server: ServerProcess) -> str:
+    return server.base_url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+
+
+async def events_until(ws: Any, last: str, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout_s):
+        while True:
+            event = json.loads(await ws.recv())
+            seen.append(event)
+            if event["type"] == last:
+                return seen
+
+
+MANUAL = {"type": "session.update", "session": {"type": "transcription", "audio": {"input": {"turn_detection": None}}}}
+
+
+def test_the_openai_sdk_transcribes_dev_set_files_as_well_as_the_batch_endpoint(
+    server: ServerProcess, client: Any, dev_set: list[Clip]
+) -> None:
+    clips = short_clips(dev_set, 6)
+
+    async def live(clip: Clip) -> tuple[str, list[str]]:
+        sdk = AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+        async with sdk.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+            assert (await conn.recv()).type == "session.created"
+            await conn.session.update(
+                session={
+                    "type": "transcription",
+                    "audio": {
+                        "input": {
+                            "format": {"type": "audio/pcm", "rate": 24000},
+                            "transcription": {"model": "whisper-1", "language": "en"},
+                            "turn_detection": None,
+                        }
+                    },
+                }
+            )
+            assert (await conn.recv()).type == "session.updated"
+            for chunk in chunks(pcm16(clip)):
+                await conn.input_audio_buffer.append(audio=chunk)
+            await conn.input_audio_buffer.commit()
+            deltas = []
+            async with asyncio.timeout(60):
+                async for event in conn:
+                    if event.type == "conversation.item.input_audio_transcription.delta":
+                        deltas.append(event.delta or "")
+                    elif event.type == "conversation.item.input_audio_transcription.completed":
+                        return event.transcript, deltas
+                    elif event.type == "error":
+                        pytest.fail(f"error event: {event.error}")
+        raise AssertionError("the connection closed before the transcript")
+
+    async def all_live() -> list[tuple[str, list[str]]]:
+        return await asyncio.gather(*(live(c) for c in clips))
+
+    results = asyncio.run(all_live())
+    batch = [client.audio.transcriptions.create(model="whisper-1", file=c.path.open("rb")).text for c in clips]
+    references = [c.text for c in clips]
+    live_wer, batch_wer = wer(references, [t for t, _ in results]), wer(references, batch)
+    assert live_wer <= batch_wer + 0.01, (live_wer, batch_wer, [t for t, _ in results], batch)
+    for transcript, deltas in results:
+        assert "".join(deltas).split() == transcript.split()  # the deltas add up to the final text
+
+
+def test_server_vad_finds_the_turn_and_streams_partials_before_the_final(
+    server: ServerProcess, dev_set: list[Clip]
+) -> None:
+    clip = max(short_clips(dev_set, 12), key=lambda c: c.duration_s)
+
+    async def session() -> list[dict[str, Any]]:
+        async with websockets.connect(ws_url(server), subprotocols=["realtime"]) as ws:  # type: ignore[list-item]
+            assert ws.subprotocol == "realtime"
+            await events_until(ws, "session.created")
+            update = {
+                "type": "session.update",
+                "session": {
+                    "type": "transcription",
+                    "audio": {"input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 800}}},
+                },
+            }
+            await ws.send(json.dumps(update))
+            await events_until(ws, "session.updated")
+            reader = asyncio.create_task(events_until(ws, "conversation.item.input_audio_transcription.completed"))
+            for chunk in chunks(pcm16(clip, silence_s=1.5)):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await asyncio.sleep(CHUNK_S / 2)  # twice real time
+            return await reader
+
+    events = asyncio.run(session())
+    kinds = [e["type"] for e in events]
+    for kind in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"):
+        assert kind in kinds
+    assert kinds.index("input_audio_buffer.speech_stopped") < kinds.index("input_audio_buffer.committed")
+    started = next(e for e in events if e["type"] == "input_audio_buffer.speech_started")
+    assert 0 <= started["audio_start_ms"] < 2000
+    deltas = [e for e in events if e["type"].endswith(".delta")]
+    completed = events[-1]
+    assert deltas and kinds.index(deltas[0]["type"]) < len(kinds) - 1
+    assert all(e["item_id"] == completed["item_id"] for e in deltas)
+    assert wer([clip.text], [completed["transcript"]]) <= 0.35, completed["transcript"]
+
+
+def test_a_beta_transcription_session_at_16_khz_is_answered_in_its_shape(
+    server: ServerProcess, dev_set: list[Clip]
+) -> None:
+    clip = max(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))  # "Many complicated ideas ..."
+
+    async def session() -> list[dict[str, Any]]:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            update = {
+                "type": "transcription_session.update",
+                "session": {
+                    "input_audio_format": "pcm16_16000",
+                    "input_audio_transcription": {"model": "whisper-1", "language": "en", "prompt": ""},
+                    "turn_detection": None,
+                },
+            }
+            await ws.send(json.dumps(update))
+            updated = await events_until(ws, "transcription_session.updated")
+            assert updated[-1]["session"]["input_audio_format"] == "pcm16_16000"
+            assert updated[-1]["session"]["turn_detection"] is None
+            for chunk in chunks(pcm16(clip, rate=16000), rate=16000):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit", "event_id": "mine"}))
+            return await events_until(ws, "conversation.item.input_audio_transcription.completed")
+
+    events = asyncio.run(session())
+    assert wer([clip.text], [events[-1]["transcript"]]) <= 0.35
+
+
+def test_bad_events_get_error_events_and_the_session_goes_on(server: ServerProcess) -> None:
+    async def session() -> list[dict[str, Any]]:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            errors = []
+            for bad in (
+                "not json",
+                json.dumps({"no": "type"}),
+                json.dumps({"type": "response.create", "event_id": "e1"}),
+                json.dumps({"type": "input_audio_buffer.append", "audio": "%%% not base64 %%%"}),
+                json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(b"abc").decode()}),
+                json.dumps({"type": "input_audio_buffer.commit"}),
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu"}}}},
+                    }
+                ),
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {
+                            "type": "transcription",
+                            "audio": {"input": {"turn_detection": {"type": "semantic_vad"}}},
+                        },
+                    }
+                ),
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {
+                            "type": "transcription",
+                            "audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 7}}},
+                        },
+                    }
+                ),
+            ):
+                await ws.send(bad)
+                errors.append((await events_until(ws, "error", 10))[-1])
+            await ws.send(b"\x00binary")
+            errors.append((await events_until(ws, "error", 10))[-1])
+            await ws.send(json.dumps(MANUAL))  # still open and listening
+            await events_until(ws, "session.updated", 10)
+            return errors
+
+    errors = asyncio.run(session())
+    codes = [e["error"]["code"] for e in errors]
+    assert codes[:6] == [
+        "invalid_json",
+        "invalid_event",
+        "invalid_event",
+        "invalid_audio",
+        "invalid_audio",
+        "input_audio_buffer_commit_empty",
+    ]
+    assert errors[2]["error"]["event_id"] == "e1"  # the client's event id comes back
+    assert [e["error"]["param"] for e in errors[6:9]] == [
+        "session.audio.input.format",
+        "session.audio.input.turn_detection.type",
+        "session.audio.input.turn_detection.threshold",
+    ]
+    for e in errors:
+        assert set(e["error"]) == {"type", "code", "message", "param", "event_id"} and e["error"]["message"]
+
+
+def test_audio_much_faster_than_real_time_is_refused_not_crashed(server: ServerProcess) -> None:
+    second = base64.b64encode(np.zeros(24000, dtype="<i2").tobytes()).decode()
+
+    async def session() -> list[dict[str, Any]]:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            for _ in range(15):  # 15 s of audio at once: past the first 10 s, 4x real time is the limit
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": second}))
+            error = await events_until(ws, "error", 10)
+            await ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
+            await events_until(ws, "input_audio_buffer.cleared", 10)
+            return error
+
+    assert asyncio.run(session())[-1]["error"]["code"] == "rate_limit_exceeded"
+    assert httpx.get(server.base_url + "/health").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def limited() -> Iterator[ServerProcess]:
+    with running_server(
+        "--api-key",
+        "sk-live-test-key",
+        "--realtime-max-connections",
+        "1",
+        "--realtime-idle-timeout-s",
+        "2",
+        "--realtime-max-buffer-s",
+        "3",
+    ) as srv:
+        yield srv
+
+
+def test_api_keys_apply_by_header_and_by_browser_subprotocol(limited: ServerProcess) -> None:
+    async def connect(**kwargs: Any) -> str:
+        async with websockets.connect(ws_url(limited), **kwargs) as ws:
+            created = json.loads(await ws.recv())
+            return f"{created['type']} {ws.subprotocol}"
+
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        asyncio.run(connect())
+    assert refused.value.response.status_code == 401
+    assert b"invalid_api_key" in refused.value.response.body
+    with pytest.raises(websockets.InvalidStatus):
+        asyncio.run(connect(additional_headers={"Authorization": "Bearer sk-wrong"}))
+    assert asyncio.run(connect(additional_headers={"Authorization": "Bearer sk-live-test-key"})) == (
+        "session.created None"
+    )
+    protocols = ["realtime", "openai-insecure-api-key.sk-live-test-key"]
+    assert asyncio.run(connect(subprotocols=protocols)) == "session.created realtime"
+
+
+def test_connection_buffer_and_idle_limits(limited: ServerProcess) -> None:
+    auth = {"additional_headers": {"Authorization": "Bearer sk-live-test-key"}}
+    second = base64.b64encode(np.zeros(24000, dtype="<i2").tobytes()).decode()
+
+    async def session() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], int | None]:
+        async with websockets.connect(ws_url(limited), **auth) as ws:
+            await events_until(ws, "session.created")
+            async with websockets.connect(ws_url(limited), **auth) as extra:  # over --realtime-max-connections
+                refused = json.loads(await extra.recv())
+                await asyncio.wait_for(extra.wait_closed(), 10)
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            for _ in range(4):  # 4 s into a 3 s buffer
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": second}))
+            full = (await events_until(ws, "error"))[-1]
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            await events_until(ws, "conversation.item.input_audio_transcription.completed")
+            idle = (await events_until(ws, "error", 10))[-1]  # then nothing is sent for 2 s
+            await asyncio.wait_for(ws.wait_closed(), 10)
+            return refused, full, idle, ws.close_code
+
+    refused, full, idle, close_code = asyncio.run(session())
+    assert refused["error"]["code"] == "too_many_sessions"
+    assert full["error"]["code"] == "input_audio_buffer_full"
+    assert idle["error"]["code"] == "idle_timeout" and close_code == 1000

@@ -1,0 +1,87 @@
+"""Live work (realtime sessions) in the ASR scheduler: ordered by its deadline, never starving batch work."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from voxlane.engine.request import WindowWork
+from voxlane.engine.scheduler import AsrScheduler
+from voxlane.messages import TranscribeOptions, WindowRequest
+
+FULL = np.zeros((80, 3000), dtype=np.float32)
+SHORT = np.zeros((80, 400), dtype=np.float32)
+
+
+def batch_window(request_id: str, index: int, arrival_s: float) -> WindowWork:
+    msg = WindowRequest(request_id, index, 240, index * 30.0, 30.0, 3000, 80, TranscribeOptions())
+    return WindowWork(msg, FULL, arrival_s=arrival_s, enqueued_s=arrival_s)
+
+
+def live_window(request_id: str, now: float, deadline_s: float = 0.3, partial: bool = False) -> WindowWork:
+    msg = WindowRequest(
+        request_id, 0, 1, 0.0, 4.0, 400, 80, TranscribeOptions(), deadline_s=deadline_s, partial=partial
+    )
+    return WindowWork(msg, SHORT if partial else FULL, arrival_s=now, enqueued_s=now)
+
+
+def ids(batch: list[WindowWork] | None) -> list[str]:
+    return [f"{w.request_id}{w.msg.index}" for w in batch or []]
+
+
+def test_a_live_final_goes_ahead_of_a_long_files_later_windows() -> None:
+    s = AsrScheduler(max_batch_size=2, max_batch_wait_s=0.0, window_cost_s=0.5)
+    for i in range(240):
+        s.add(batch_window("long", i, arrival_s=0.0), now=0.0)
+    assert ids(s.next_batch(now=0.0)) == ["long0", "long1"]
+    s.add(live_window("live", now=1.0), now=1.0)  # due at 1.3: long2 (1.0) is due before it, long3 (1.5) after
+    assert ids(s.next_batch(now=1.0)) == ["long2"]  # live work shares no batch with batch windows
+    assert ids(s.next_batch(now=1.0)) == ["live0"]
+    assert ids(s.next_batch(now=1.0)) == ["long3", "long4"]
+
+
+def test_live_work_arriving_all_the_time_does_not_starve_batch_work() -> None:
+    s = AsrScheduler(max_batch_size=1, max_batch_wait_s=0.0, window_cost_s=0.5)
+    s.add(batch_window("clip", 0, arrival_s=0.0), now=0.0)
+    served = []
+    for tick in range(6):  # a live window arrives before every batch, each due 0.3 s after it arrives
+        now = 0.1 * tick
+        s.add(live_window(f"live{tick}-", now=now), now=now)
+        served += ids(s.next_batch(now))
+    assert "clip0" in served[:1]  # its fair start (0.0) came before any live deadline
+
+
+def test_a_later_batch_window_waits_behind_live_work_due_earlier() -> None:
+    s = AsrScheduler(max_batch_size=1, max_batch_wait_s=0.0, window_cost_s=0.5)
+    for i in range(10):
+        s.add(batch_window("long", i, arrival_s=0.0), now=0.0)
+    now = 2.0  # long0..long4 are due by now; live work due at 2.3 goes before long5 (2.5)
+    s.add(live_window("live", now=now), now=now)
+    order = [ids(s.next_batch(now))[0] for _ in range(7)]
+    assert order == ["long0", "long1", "long2", "long3", "long4", "live0", "long5"]
+
+
+def test_partials_batch_only_with_partials() -> None:
+    s = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0)
+    s.add(live_window("p", now=0.0, partial=True), now=0.0)
+    s.add(live_window("f", now=0.0, partial=False), now=0.0)
+    s.add(live_window("q", now=0.0, partial=True), now=0.0)
+    first = ids(s.next_batch(now=0.0))
+    second = ids(s.next_batch(now=0.0))
+    assert sorted([first, second]) == [["f0"], ["p0", "q0"]]
+
+
+def test_aborting_a_live_request_drops_it() -> None:
+    s = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0)
+    s.add(live_window("p", now=0.0, partial=True), now=0.0)
+    assert s.abort("p") == 1 and s.abort("p") == 0
+    assert s.next_batch(now=1.0) is None
+
+
+def test_a_live_final_does_not_share_its_batch_with_batch_windows() -> None:
+    s = AsrScheduler(max_batch_size=8, max_batch_wait_s=0.0, window_cost_s=0.5)
+    for i in range(8):
+        s.add(batch_window("long", i, arrival_s=0.0), now=0.0)
+    s.add(live_window("live", now=0.0, deadline_s=0.1), now=0.0)  # due after long0 (0.0), before long1 (0.5)
+    assert ids(s.next_batch(now=0.0)) == ["long0"]  # long1..7 do not jump ahead of it into this batch
+    assert ids(s.next_batch(now=0.0)) == ["live0"]  # nor wait in its batch
+    assert ids(s.next_batch(now=0.0)) == [f"long{i}" for i in range(1, 8)]

@@ -1,0 +1,1 @@
+"""Live transcription over a WebSocket, OpenAI Realtime-compatible (docs/realtime.md)."""

@@ -1,0 +1,539 @@
+"""One live transcription session over a WebSocket: audio in, turns, partial and final text out.
+
+The reader (``run``) handles the client's events in order. An append's chunk goes to the ``live`` pool
+(base64, resampling to 16 kHz, Silero VAD: audio/live.py), never the event loop; turn detection's start
+and stop open and commit turns. A turn's audio is kept as *pieces* of at most ``PIECE_S``: when an open
+turn grows past that, it is cut at its quietest 100 ms of the last ``CUT_SEARCH_S`` and the piece is
+decoded at once, as the batch endpoint decodes a window (30 s of features; same text). The rest, the
+*tail*, is what partials re-decode.
+
+Three kinds of work run beside the reader:
+- partials: a ticker starts one decode of the open turn's tail every ``--realtime-partial-interval-s``
+  (one at a time; features cut to the audio, engine priority ``PARTIAL_DEADLINE_S``), and sends the
+  words past those already sent as a ``...delta`` (the last word is held back: it may be cut off);
+- finals: each closed piece's decode (priority ``FINAL_DEADLINE_S``);
+- completions: once a turn is committed and its pieces are decoded, the words not yet sent as a delta,
+  then ``...completed`` with the whole text. Completions go out in turn order.
+
+Limits: ``--realtime-max-buffer-s`` of uncommitted audio, ``--realtime-max-speed`` times real time,
+``--realtime-idle-timeout-s`` with no event, ``--realtime-max-session-s`` in all. Every problem with a
+client's event is an ``error`` event and the socket stays open; the server closes it (after an error event
+that says why) only at the idle timeout, the session's end, or when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from voxlane.audio.live import SAMPLE_RATE, BadAudio, LiveInput, cut_repeats, partial_features
+from voxlane.audio.pipeline import window_features
+from voxlane.audio.split import quietest_point
+from voxlane.errors import InvalidRequest, QueueFull, VoxlaneError
+from voxlane.messages import TranscribeOptions, WindowRequest
+from voxlane.server.realtime.events import (
+    SessionSettings,
+    Shape,
+    apply_update,
+    error_event,
+    expiry,
+    new_id,
+    session_json,
+)
+from voxlane.server.state import AppState
+
+log = logging.getLogger(__name__)
+
+PIECE_S = 28.0
+"""An open turn longer than this is cut: a piece is at most one Whisper window (30 s)."""
+CUT_SEARCH_S = 8.0
+"""Where a long turn is cut: the quietest 100 ms of its last seconds (as long uploads are cut)."""
+MIN_TURN_S = 0.1
+"""A commit of less audio than this is refused (OpenAI: at least 100 ms)."""
+MIN_PARTIAL_S = 0.5
+"""A tail shorter than this is not worth a partial decode."""
+PARTIAL_DEADLINE_S = 0.5
+FINAL_DEADLINE_S = 0.1
+"""Engine priorities (``WindowRequest.deadline_s``): a final is due sooner than a partial."""
+LOOKBACK_S = 1.0
+"""Audio before server_vad's start (and its prefix padding) that a turn's decode also reads, back to the
+end of the previous turn at most: Silero scores a word's onset late, and a turn cut at the onset loses its
+first word ("the recording" read as "reporting")."""
+BURST_S = 10.0
+"""Audio a session may send at once before --realtime-max-speed applies (a client may send a clip whole)."""
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+@dataclass(eq=False)
+class Piece:
+    start: int
+    end: int
+    text: asyncio.Task[str]
+
+
+@dataclass(eq=False)
+class Turn:
+    item_id: str
+    start: int
+    """First sample of the turn's audio (session samples at 16 kHz)."""
+    previous_item_id: str | None
+    tail: int = 0
+    """First sample not yet in a piece."""
+    pieces: list[Piece] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+    """Words sent as deltas so far."""
+    committed_at: float | None = None
+
+    def __post_init__(self) -> None:
+        self.tail = self.start
+
+
+class RealtimeSession:
+    def __init__(self, ws: WebSocket, state: AppState) -> None:
+        self.ws = ws
+        self.state = state
+        self.config = state.config
+        self.id = new_id("sess")
+        self.settings = SessionSettings()
+        self.shape: Shape = "ga"
+        self.live = LiveInput(self.settings.rate, self.settings.turn_detection)
+        self._pcm: list[np.ndarray] = []
+        self._pcm_start = 0
+        """Session sample of the first kept sample (older audio is let go)."""
+        self.received = 0
+        """Session samples received (16 kHz)."""
+        self.turn: Turn | None = None
+        self._last_item_id: str | None = None
+        self._last_turn_end = 0
+        self._completion: asyncio.Task[None] | None = None
+        self._partial: asyncio.Task[None] | None = None
+        self._partial_upto = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._send_lock = asyncio.Lock()
+        self._first_audio_at: float | None = None
+        self._last_partial_at = 0.0
+        self._started = time.monotonic()
+
+    # --- the reader ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.send({"type": "session.created", "event_id": new_id("event"), "session": self._session()})
+        ticker = self._spawn(self._tick())
+        ends_at = self._started + self.config.realtime_max_session_s
+        try:
+            while True:
+                timeout = min(self.config.realtime_idle_timeout_s, ends_at - time.monotonic())
+                try:
+                    message = await asyncio.wait_for(self.ws.receive(), timeout=max(0.0, timeout))
+                except TimeoutError:
+                    expired = time.monotonic() >= ends_at
+                    if not expired and self._completion is not None and not self._completion.done():
+                        continue  # not idle while a turn's text is on its way
+                    await self.error(
+                        InvalidRequest(
+                            f"the session reached its {self.config.realtime_max_session_s:g} s limit "
+                            "(--realtime-max-session-s); open a new one"
+                            if expired
+                            else f"no event for {self.config.realtime_idle_timeout_s:g} s "
+                            "(--realtime-idle-timeout-s); the session is closed",
+                            code="session_expired" if expired else "idle_timeout",
+                        )
+                    )
+                    await self.ws.close(1000)
+                    return
+                if message["type"] == "websocket.disconnect":
+                    return
+                await self._dispatch(dict(message))
+        except WebSocketDisconnect:
+            return
+        finally:
+            ticker.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self.live.close()
+
+    async def _dispatch(self, message: dict[str, Any]) -> None:
+        text = message.get("text")
+        if text is None:
+            await self.error(
+                InvalidRequest("binary frames are not events; send JSON text frames", code="invalid_event")
+            )
+            return
+        try:
+            event = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            await self.error(InvalidRequest("the message is not valid JSON; send one JSON event", code="invalid_json"))
+            return
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            await self.error(
+                InvalidRequest("an event is a JSON object with a 'type'", param="type", code="invalid_event")
+            )
+            return
+        event_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
+        handler = _HANDLERS.get(event["type"])
+        if handler is None:
+            await self.error(
+                InvalidRequest(
+                    f"unknown or unsupported event type {event['type']!r}; a transcription session takes "
+                    + ", ".join(sorted(_HANDLERS)),
+                    param="type",
+                    code="invalid_event",
+                ),
+                event_id,
+            )
+            return
+        try:
+            await handler(self, event)
+        except VoxlaneError as exc:
+            await self.error(exc, event_id)
+
+    # --- client events ---------------------------------------------------------------------------
+
+    async def _update(self, event: dict[str, Any]) -> None:
+        settings, shape = apply_update(self.settings, event)
+        if (settings.rate, settings.turn_detection) != (self.settings.rate, self.settings.turn_detection):
+            if self.turn is not None and self.settings.turn_detection is not None and settings.turn_detection is None:
+                await self._commit()  # turning VAD off commits the turn it had open
+            self.live.close()
+            self.live = LiveInput(settings.rate, settings.turn_detection, origin=self.received)
+        self.settings, self.shape = settings, shape
+        kind = "transcription_session.updated" if shape == "beta" else "session.updated"
+        await self.send({"type": kind, "event_id": new_id("event"), "session": self._session()})
+
+    async def _append(self, event: dict[str, Any]) -> None:
+        audio = event.get("audio")
+        if not isinstance(audio, str):
+            raise InvalidRequest("missing 'audio': send base64 of pcm16 audio", param="audio")
+        seconds = len(audio) * 3 / 4 / 2 / self.settings.rate
+        now = time.monotonic()
+        if self._first_audio_at is None:
+            self._first_audio_at = now
+        allowed_s = BURST_S + self.config.realtime_max_speed * (now - self._first_audio_at)
+        if self.received / SAMPLE_RATE + seconds > allowed_s:
+            raise QueueFull(
+                f"audio is arriving faster than {self.config.realtime_max_speed:g}x real time "
+                "(--realtime-max-speed); this chunk was dropped: send audio as it is recorded",
+                retry_after_s=seconds,
+                code="rate_limit_exceeded",
+            )
+        held_s = 0.0 if self.turn is None else (self.received - self.turn.start) / SAMPLE_RATE
+        if self.settings.turn_detection is None and held_s + seconds > self.config.realtime_max_buffer_s:
+            raise InvalidRequest(
+                f"the input audio buffer holds {held_s:.1f} s, the most this server keeps uncommitted is "
+                f"{self.config.realtime_max_buffer_s:g} s (--realtime-max-buffer-s); this chunk was dropped: "
+                "send input_audio_buffer.commit first",
+                param="audio",
+                code="input_audio_buffer_full",
+            )
+        try:
+            fed = await self.state.executors.run("live", self.live.feed, audio)
+        except BadAudio as exc:
+            raise InvalidRequest(str(exc), param="audio", code="invalid_audio") from None
+        start = self.received
+        self._pcm.append(fed.pcm)
+        self.received += len(fed.pcm)
+        if self.settings.turn_detection is None and self.turn is None and len(fed.pcm):
+            self._open(start)
+        for turn_event in fed.events:
+            if turn_event.kind == "start":
+                lookback = int(LOOKBACK_S * SAMPLE_RATE)
+                self._open(max(turn_event.sample - lookback, self._last_turn_end, self._pcm_start))
+                assert self.turn is not None
+                await self.send(
+                    {
+                        "type": "input_audio_buffer.speech_started",
+                        "event_id": new_id("event"),
+                        "item_id": self.turn.item_id,
+                        "audio_start_ms": _ms(max(turn_event.sample, self.turn.start)),
+                    }
+                )
+            elif self.turn is not None:
+                await self.send(
+                    {
+                        "type": "input_audio_buffer.speech_stopped",
+                        "event_id": new_id("event"),
+                        "item_id": self.turn.item_id,
+                        "audio_end_ms": _ms(turn_event.sample),
+                    }
+                )
+                await self._commit(end=min(turn_event.sample, self.received))
+        if self.turn is not None:
+            if self.settings.turn_detection is not None and held_s > self.config.realtime_max_buffer_s:
+                await self._commit()  # speech with no pause for that long: commit what there is
+            else:
+                await self._cut_long_turn()
+        self._let_go()
+
+    async def _commit_event(self, event: dict[str, Any]) -> None:
+        held_s = 0.0 if self.turn is None else (self.received - self.turn.start) / SAMPLE_RATE
+        if held_s < MIN_TURN_S:
+            raise InvalidRequest(
+                f"buffer too small: expected at least {MIN_TURN_S * 1000:.0f} ms of audio, but the buffer "
+                f"only has {held_s * 1000:.0f} ms; send input_audio_buffer.append first",
+                code="input_audio_buffer_commit_empty",
+            )
+        await self._commit()
+
+    async def _clear(self, event: dict[str, Any]) -> None:
+        if self.turn is not None:
+            for piece in self.turn.pieces:
+                piece.text.cancel()
+            self.turn = None
+            self._cancel_partial()
+        self._let_go()
+        await self.send({"type": "input_audio_buffer.cleared", "event_id": new_id("event")})
+
+    # --- turns -----------------------------------------------------------------------------------
+
+    def _open(self, start: int) -> None:
+        if self.turn is None:
+            self.turn = Turn(new_id("item"), start, self._last_item_id)
+            self._partial_upto = start
+
+    async def _commit(self, end: int | None = None) -> None:
+        turn = self.turn
+        if turn is None:
+            return
+        end = self.received if end is None else end
+        self.turn = None
+        self._last_turn_end = end
+        self._cancel_partial()
+        if end > turn.tail:
+            self._close_piece(turn, end)
+        turn.committed_at = time.monotonic()
+        await self.send(
+            {
+                "type": "input_audio_buffer.committed",
+                "event_id": new_id("event"),
+                "item_id": turn.item_id,
+                "previous_item_id": turn.previous_item_id,
+            }
+        )
+        self._last_item_id = turn.item_id
+        previous = self._completion
+        self._completion = self._spawn(self._complete(turn, previous))
+
+    async def _cut_long_turn(self) -> None:
+        turn = self.turn
+        assert turn is not None
+        if (self.received - turn.tail) / SAMPLE_RATE <= PIECE_S:
+            return
+        search_from = self.received - int(CUT_SEARCH_S * SAMPLE_RATE)
+        region = self._audio(search_from, self.received)
+        cut = search_from + await self.state.executors.run("live", quietest_point, region, SAMPLE_RATE)
+        self._cancel_partial()
+        self._close_piece(turn, cut)
+
+    def _close_piece(self, turn: Turn, end: int) -> None:
+        pcm = self._audio(turn.tail, end)
+        task = self._spawn(self._decode(pcm, turn.tail, partial=False))
+        turn.pieces.append(Piece(turn.tail, end, task))
+        turn.tail = end
+        self._partial_upto = end
+
+    async def _complete(self, turn: Turn, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        texts = []
+        try:
+            for piece in turn.pieces:
+                texts.append(await piece.text)
+        except VoxlaneError as exc:
+            await self.error(exc)
+            await self.send(
+                {
+                    "type": "conversation.item.input_audio_transcription.failed",
+                    "event_id": new_id("event"),
+                    "item_id": turn.item_id,
+                    "content_index": 0,
+                    "error": {"type": exc.error_type, "code": exc.code, "message": exc.message, "param": exc.param},
+                }
+            )
+            return
+        transcript = " ".join(t.strip() for t in texts if t.strip())
+        rest = _words(transcript)[len(turn.sent) :]
+        end = turn.pieces[-1].end if turn.pieces else turn.start
+        if rest:
+            await self._delta(turn, rest, end)
+        await self.send(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                "event_id": new_id("event"),
+                "item_id": turn.item_id,
+                "content_index": 0,
+                "transcript": transcript,
+                "logprobs": None,
+                "usage": {"type": "duration", "seconds": round((end - turn.start) / SAMPLE_RATE, 3)},
+                "audio_start_ms": _ms(turn.start),  # voxlane: where the turn's audio lies in the session
+                "audio_end_ms": _ms(end),
+            }
+        )
+        metrics = self.state.metrics
+        metrics.realtime_turns.inc()
+        metrics.audio_seconds.inc((end - turn.start) / SAMPLE_RATE)
+        if turn.committed_at is not None:
+            metrics.realtime_final_seconds.observe(time.monotonic() - turn.committed_at)
+
+    # --- partials --------------------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        interval = self.config.realtime_partial_interval_s
+        while True:
+            await asyncio.sleep(interval / 4)
+            turn = self.turn
+            if turn is None or (self._partial is not None and not self._partial.done()):
+                continue
+            if (self.received - turn.tail) / SAMPLE_RATE < MIN_PARTIAL_S or self.received <= self._partial_upto:
+                continue
+            if time.monotonic() - self._last_partial_at < interval:
+                continue
+            self._last_partial_at = time.monotonic()
+            self._partial_upto = self.received
+            self._partial = self._spawn(self._partial_decode(turn, turn.tail, self.received))
+
+    async def _partial_decode(self, turn: Turn, start: int, end: int) -> None:
+        try:
+            text = await self._decode(self._audio(start, end), start, partial=True)
+        except QueueFull:
+            return  # the engine's queue is full: skip this partial, the next tick tries again
+        except VoxlaneError as exc:
+            await self.error(exc)
+            return
+        if self.turn is not turn or turn.tail != start or not all(p.text.done() for p in turn.pieces):
+            return  # the turn moved on while this decoded
+        try:
+            closed = [w for p in turn.pieces for w in _words(p.text.result())]
+        except (asyncio.CancelledError, VoxlaneError):
+            return
+        words = closed + cut_repeats(_words(text))
+        new = words[len(turn.sent) : -1]  # the last word may be cut off mid-word: held back
+        self.state.metrics.realtime_partials.inc()
+        if new:
+            await self._delta(turn, new, end)
+
+    def _cancel_partial(self) -> None:
+        if self._partial is not None:
+            self._partial.cancel()
+            self._partial = None
+
+    async def _delta(self, turn: Turn, words: list[str], end: int) -> None:
+        text = (" " if turn.sent else "") + " ".join(words)
+        turn.sent += words
+        await self.send(
+            {
+                "type": "conversation.item.input_audio_transcription.delta",
+                "event_id": new_id("event"),
+                "item_id": turn.item_id,
+                "content_index": 0,
+                "delta": text,
+                "logprobs": None,
+                "audio_end_ms": _ms(end),  # voxlane: the audio this text was read from ends here
+            }
+        )
+
+    # --- decoding --------------------------------------------------------------------------------
+
+    async def _decode(self, pcm: np.ndarray, start: int, partial: bool) -> str:
+        """Text of ``pcm`` (int16, 16 kHz, at most 30 s) from the engine, ahead of batch work."""
+        engine = self.state.engine
+        n_mels = engine.n_mels
+        offset_s = start / SAMPLE_RATE
+        speech = None
+        if partial:
+            features, n_frames = await self.state.executors.run("live", partial_features, pcm, n_mels)
+        else:
+            features, n_frames, speech = await self.state.executors.run("live", window_features, pcm, n_mels, offset_s)
+        duration_s = len(pcm) / SAMPLE_RATE
+        options = TranscribeOptions(language=self.settings.language, prompt=self.settings.prompt)
+        request_id = f"rt-{uuid.uuid4().hex}"
+        async with engine.request(request_id, [duration_s]) as stream:
+            await engine.send(
+                WindowRequest(
+                    request_id,
+                    0,
+                    1,
+                    offset_s=offset_s,
+                    duration_s=duration_s,
+                    n_frames=n_frames,
+                    n_mels=features.shape[0],
+                    options=options,
+                    speech=speech,
+                    deadline_s=PARTIAL_DEADLINE_S if partial else FINAL_DEADLINE_S,
+                    partial=partial,
+                ),
+                features,
+            )
+            async for result in stream.results(self.config.request_timeout_s):
+                if result.error:
+                    raise VoxlaneError(f"transcription failed: {result.error}")
+                segments = result.segments
+                if partial:  # a loop on features cut short repeats itself at the very end of the audio
+                    segments = [s for s in segments if s.start < offset_s + duration_s - 0.3]
+                return "".join(s.text for s in segments).strip()
+        return ""
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    def _audio(self, start: int, end: int) -> np.ndarray:
+        """Session samples [start, end) (they must still be kept)."""
+        if len(self._pcm) != 1:
+            self._pcm = [np.concatenate(self._pcm)] if self._pcm else [np.zeros(0, dtype=np.int16)]
+        return self._pcm[0][start - self._pcm_start : end - self._pcm_start].copy()
+
+    def _let_go(self) -> None:
+        """Drop audio no turn can need: before the open turn's tail, or older than the VAD's prefix padding."""
+        if self.turn is not None:
+            keep_from = self.turn.tail
+        else:
+            pad = self.settings.turn_detection.prefix_padding_ms if self.settings.turn_detection else 0
+            keep_from = self.received - (pad + 100) * SAMPLE_RATE // 1000 - int(LOOKBACK_S * SAMPLE_RATE)
+        if keep_from - self._pcm_start < SAMPLE_RATE:  # let go a second or more at a time
+            return
+        kept = self._audio(max(keep_from, self._pcm_start), self.received)
+        self._pcm, self._pcm_start = [kept], self.received - len(kept)
+
+    def _session(self) -> dict[str, Any]:
+        return session_json(self.id, self.settings, self.shape, expiry(self.config.realtime_max_session_s))
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def send(self, event: dict[str, Any]) -> None:
+        # A client that left raises here; the reader sees the disconnect and ends the session.
+        async with self._send_lock:
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                await self.ws.send_text(json.dumps(event))
+
+    async def error(self, exc: VoxlaneError, event_id: str | None = None) -> None:
+        self.state.metrics.realtime_errors.labels(exc.code or exc.error_type).inc()
+        await self.send(error_event(exc, event_id))
+
+
+def _ms(sample: int) -> int:
+    return math.floor(sample * 1000 / SAMPLE_RATE)
+
+
+_HANDLERS = {
+    "session.update": RealtimeSession._update,
+    "transcription_session.update": RealtimeSession._update,
+    "input_audio_buffer.append": RealtimeSession._append,
+    "input_audio_buffer.commit": RealtimeSession._commit_event,
+    "input_audio_buffer.clear": RealtimeSession._clear,
+}
