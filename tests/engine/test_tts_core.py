@@ -47,7 +47,7 @@ def run_until(core: EngineCore, done: callable, timeout_s: float = 5.0) -> list[
 def make_core(order: str = "deadline", delay_s: float = 0.01) -> tuple[EngineCore, FakeSpeech]:
     speech = FakeSpeech(delay_s)
     config = EngineConfig(model_path="", tts_order=order)
-    return EngineCore(FakeRunner(), config, tts_runner=speech), speech
+    return EngineCore(FakeRunner(), config, tts_runners=[speech]), speech
 
 
 def test_units_come_back_in_order_with_audio() -> None:

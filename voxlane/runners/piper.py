@@ -2,7 +2,8 @@
 
 Voices load lazily, by path, and a bounded number stay loaded (LRU). The path is the voice's identity:
 an uploaded voice that is replaced or deleted gets a new path, so a loaded session is never stale.
-A ``PiperRunner`` is used from the engine's one speech thread only: no locks. ``probe_voice`` (the engine's
+A ``PiperRunner`` is used by one of the engine's speech threads at a time (each slot has its own, and so
+its own sessions): no locks. ``probe_voice`` (the engine's
 probe thread, checking uploads) loads its own session and shares nothing with it.
 
 Batching: several units through one ``session.run`` (padded to the longest, trimmed by length) was
