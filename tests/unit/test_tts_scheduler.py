@@ -162,3 +162,39 @@ def test_a_stream_that_would_stall_even_alone_is_not_held_back_for_it() -> None:
     s.add(ids_unit("odd", 0, 10), now=0.1)  # ~0.3 s of audio, then a unit that takes ~1 s to synthesise
     s.add(ids_unit("odd", 1, 330, last=True), now=0.1)
     assert s.next_unit(0.1).request_id == "odd"  # it will stutter once whatever the order; start it now
+
+
+def _tight_started_stream(slots: int) -> TtsScheduler:
+    """Stream 'a' plays from 0.0 with 0.8 s delivered and more to come; each unit costs 0.3 s of
+    synthesis (0.375 s with the headroom) and gives 0.6 s of audio."""
+    s = TtsScheduler("deadline")
+    s.slots = slots
+    s.s_per_id, s.audio_per_id_s = 0.1, 0.2
+    for i in range(4):
+        s.add(unit("a", i, last=i == 3), now=0.0)
+    first = s.next_unit(0.0)
+    assert first is not None
+    s.done("a", 0.8, 0.0)
+    s.add(unit("b", 0), now=0.0)
+    s.add(unit("b", 1, last=True), now=0.0)
+    return s
+
+
+def test_admission_counts_parallel_slots() -> None:
+    # One slot: b's first unit (0.375 s) then a's next would end at 0.75 s, past a's 0.8 s minus the margin.
+    one = _tight_started_stream(slots=1)
+    assert one.next_unit(0.0).request_id == "a"
+    # Two slots: a's next unit runs beside b's first, so b starts at once.
+    two = _tight_started_stream(slots=2)
+    assert two.next_unit(0.0).request_id == "b"
+    assert two.next_unit(0.0).request_id == "a"
+    assert two.next_unit(0.0) is None  # one unit per stream at a time
+
+
+def test_running_units_hold_their_slots_in_the_admission_check() -> None:
+    s = _tight_started_stream(slots=2)
+    s.add(unit("c", 0), now=0.0)
+    s.add(unit("c", 1, last=True), now=0.0)
+    assert s.next_unit(0.0).request_id == "b"  # b's first unit takes one slot ...
+    # ... so c's first unit would make a's next unit wait behind it: a runs first, c waits.
+    assert s.next_unit(0.0).request_id == "a"

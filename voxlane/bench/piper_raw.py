@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voxlane.bench.paragraphs import PARAGRAPHS
+from voxlane.config import usable_cores
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,6 @@ def default_layouts() -> list[PiperLayout]:
     if cores > 1:
         layouts.append(PiperLayout(cores, 1))
     return layouts
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def phonemised_units(texts: tuple[str, ...] = PARAGRAPHS) -> list[Any]:

@@ -195,7 +195,9 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:
         raise RuntimeError(f"could not load the Whisper model from {config.model_path}: {exc}") from exc
     try:
         tts_runners = [PiperRunner(config.tts_threads, config.tts_max_loaded_voices) for _ in range(config.tts_slots)]
-        solo = PiperRunner(config.tts_solo_threads, config.tts_max_loaded_voices) if config.tts_solo_threads > 1 else None
+        solo = (
+            PiperRunner(config.tts_solo_threads, config.tts_max_loaded_voices) if config.tts_solo_threads > 1 else None
+        )
         if config.tts_preload is not None:
             for tts_runner in [*tts_runners, *([solo] if solo else [])]:
                 tts_runner.voice(*config.tts_preload)

@@ -14,9 +14,9 @@ then); its player runs dry at ``playback_start + audio_s``, and its next unit is
 that. The unit to run next is:
 
 1. the first unit of a new stream (in arrival order) if the new stream is *admissible*: playing the
-   queued and running work forward on ``slots`` parallel slots (``admissible``) shows that starting it now leaves every started stream, and the
-   new one, its next units in time. Under capacity this holds, so a new stream gets its first audio at
-   once, ahead of started streams that have audio to spare;
+   queued and running work forward on ``slots`` parallel slots (``admissible``) shows that starting it
+   now leaves every started stream, and the new one, its next units in time. Under capacity this holds,
+   so a new stream gets its first audio at once, ahead of started streams that have audio to spare;
 2. otherwise the head of the started stream with the earliest deadline (units run to their end, so a
    started stream about to run dry is never held up by a new stream's first unit; when all are safe
    this works ahead and builds their buffers);

@@ -21,6 +21,7 @@ import queue
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -93,10 +94,10 @@ class TtsCore:
             if done.runner is not self._solo:
                 self._free.append(done.runner)
             chunk = done.future.result()
-            work = done.work
             audio_s = len(chunk.pcm) / chunk.msg.sample_rate if chunk.msg.sample_rate else 0.0
-            alive = self.scheduler.deadline_of(work.request_id) is not None
-            self.scheduler.done(work.request_id, audio_s, now, last=work.msg.last or chunk.msg.error is not None)
+            rid = done.work.request_id
+            alive = self.scheduler.deadline_of(rid) is not None
+            self.scheduler.done(rid, audio_s, now, last=done.work.msg.last or chunk.msg.error is not None)
             if alive:
                 outputs.append(chunk)
         capacity = self.capacity(asr_busy)
@@ -106,10 +107,9 @@ class TtsCore:
             if work is None:
                 break
             runner = self._pick_runner(asr_busy)
-            running = _Running(work, Future(), runner)
-            running.future = self._executor.submit(self._execute, runner, work.msg)
+            running = _Running(work, self._executor.submit(self._execute, runner, work.msg), runner)
             self._running.append(running)
-            running.future.add_done_callback(lambda _, r=running: self._unit_done(r))
+            running.future.add_done_callback(partial(self._unit_done, running))
         return outputs
 
     def _pick_runner(self, asr_busy: bool) -> SpeechRunner:
@@ -119,7 +119,7 @@ class TtsCore:
             return self._solo
         return self._free.pop()
 
-    def _unit_done(self, running: _Running) -> None:
+    def _unit_done(self, running: _Running, _: Future[SpeechChunk]) -> None:
         self._finished.put(running)
         self._on_done()
 
