@@ -148,7 +148,7 @@ def ramp(units: list[str], growth: float = RAMP_GROWTH) -> list[str]:
             cuts = [
                 m
                 for m in _CLAUSE_END.finditer(unit)
-                if FIRST_MIN_CHARS <= m.start() and len(unit) - m.end() >= FIRST_MIN_CHARS
+                if m.start() >= FIRST_MIN_CHARS and len(unit) - m.end() >= FIRST_MIN_CHARS
             ]
             within = [m for m in cuts if m.start() <= limit]
             cut = within[-1] if within else (cuts[0] if cuts else None)
