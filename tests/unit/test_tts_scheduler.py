@@ -198,3 +198,16 @@ def test_running_units_hold_their_slots_in_the_admission_check() -> None:
     assert s.next_unit(0.0).request_id == "b"  # b's first unit takes one slot ...
     # ... so c's first unit would make a's next unit wait behind it: a runs first, c waits.
     assert s.next_unit(0.0).request_id == "a"
+
+
+def test_a_unit_on_the_solo_session_does_not_teach_the_cost_of_parallel_work() -> None:
+    s = TtsScheduler("deadline")
+    s.add(unit("a", 0), now=0.0)
+    s.add(unit("a", 1, last=True), now=0.0)
+    before = s.s_per_id
+    s.next_unit(0.0)
+    s.done("a", 1.0, 0.001, learn_cost=False)  # ran on all cores: far faster than a slot
+    assert s.s_per_id == before
+    s.next_unit(0.001)
+    s.done("a", 1.0, 0.5, last=True)
+    assert s.s_per_id > before

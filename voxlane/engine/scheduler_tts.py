@@ -200,7 +200,9 @@ class TtsScheduler:
     def audio_estimate_s(self, work: UnitWork) -> float:
         return len(work.msg.phoneme_ids) * self.audio_per_id_s
 
-    def done(self, request_id: str, audio_s: float, now: float, last: bool = False) -> None:
+    def done(self, request_id: str, audio_s: float, now: float, last: bool = False, learn_cost: bool = True) -> None:
+        """``learn_cost=False``: the unit ran faster than a slot runs (the caller's solo session, all cores),
+        so its time would make the estimates for parallel work too low; only its audio length is learnt."""
         stream = self._streams.get(request_id)
         if stream is None:
             return  # aborted while running
@@ -209,7 +211,8 @@ class TtsScheduler:
             elapsed = max(0.0, now - stream.running_since_s)
             if work.msg.phoneme_ids:
                 ids = len(work.msg.phoneme_ids)
-                self.s_per_id += _LEARN * (elapsed / ids - self.s_per_id)
+                if learn_cost:
+                    self.s_per_id += _LEARN * (elapsed / ids - self.s_per_id)
                 self.audio_per_id_s += _LEARN * (audio_s / ids - self.audio_per_id_s)
         if stream.playback_start_s is None:
             stream.playback_start_s = now

@@ -97,7 +97,8 @@ class TtsCore:
             audio_s = len(chunk.pcm) / chunk.msg.sample_rate if chunk.msg.sample_rate else 0.0
             rid = done.work.request_id
             alive = self.scheduler.deadline_of(rid) is not None
-            self.scheduler.done(rid, audio_s, now, last=done.work.msg.last or chunk.msg.error is not None)
+            last = done.work.msg.last or chunk.msg.error is not None
+            self.scheduler.done(rid, audio_s, now, last=last, learn_cost=done.runner is not self._solo)
             if alive:
                 outputs.append(chunk)
         capacity = self.capacity(asr_busy)
