@@ -153,6 +153,7 @@ def _add_speech_parsers(bench_sub: argparse._SubParsersAction) -> None:
         help="layouts to compare (default: 1xCORES (plain Piper on all cores), CORESx1 (one session per core))",
     )
     piper.add_argument("--repeats", type=int, default=2, help="rounds over the layouts, ABBA (default: 2)")
+    piper.add_argument("--paragraphs", type=int, default=16, help="the first N of the 16 paragraphs (default: 16)")
     piper.set_defaults(func=_guard(_piper))
 
     serve_help = (
@@ -172,6 +173,9 @@ def _add_speech_parsers(bench_sub: argparse._SubParsersAction) -> None:
     tts.add_argument("--concurrency", default="8,16", metavar="N,N,...", help="streams at once (default: 8,16)")
     tts.add_argument("--repeats", type=int, default=2, help="rounds, ABBA (default: 2)")
     tts.add_argument("--no-piper", action="store_true", help="leave out the raw Piper baseline")
+    tts.add_argument(
+        "--num-prompts", type=int, help="speech requests per level (default: each of the 16 paragraphs once)"
+    )
     _add_output_arguments(tts)
     tts.set_defaults(func=_guard(_tts))
 
@@ -189,6 +193,8 @@ def _add_speech_parsers(bench_sub: argparse._SubParsersAction) -> None:
     mixed.add_argument("--asr-concurrency", type=int, default=8, help="transcription clients (default: 8)")
     mixed.add_argument("--tts-concurrency", type=int, default=8, help="speech streams (default: 8)")
     mixed.add_argument("--repeats", type=int, default=2, help="rounds, ABBA (default: 2)")
+    mixed.add_argument("--asr-prompts", type=int, help="transcription requests (default: each file once)")
+    mixed.add_argument("--tts-prompts", type=int, help="speech requests (default: each of the 16 paragraphs once)")
     _add_output_arguments(mixed)
     mixed.set_defaults(func=_guard(_mixed))
 
@@ -370,10 +376,10 @@ def _accuracy(args: argparse.Namespace) -> int:
 def _piper(args: argparse.Namespace) -> int:
     from voxlane.bench.piper_raw import PiperLayout, default_layouts, format_piper_result, run_piper_bench
 
-    if args.repeats < 1:
-        raise ValueError("--repeats must be at least 1")
+    if args.repeats < 1 or not 1 <= args.paragraphs <= 16:
+        raise ValueError("--repeats must be at least 1 and --paragraphs 1 to 16")
     layouts = [PiperLayout.parse(t) for t in args.layouts.split(",")] if args.layouts else default_layouts()
-    print(format_piper_result(run_piper_bench(layouts, args.repeats), layouts))
+    print(format_piper_result(run_piper_bench(layouts, args.repeats, args.paragraphs), layouts))
     return 0
 
 
@@ -385,10 +391,11 @@ def _tts(args: argparse.Namespace) -> int:
         levels = concurrency_list(args.concurrency)
     except argparse.ArgumentTypeError as exc:
         raise ValueError(f"--concurrency: {exc}") from None
-    if args.repeats < 1:
-        raise ValueError("--repeats must be at least 1")
+    if args.repeats < 1 or (args.num_prompts is not None and args.num_prompts < 1):
+        raise ValueError("--repeats and --num-prompts must be at least 1")
     specs: list[tts_compare.ServerSpec | None] = [tts_compare.ServerSpec.parse(t) for t in args.serve] or [None]
-    result = tts_compare.run_tts(specs, args.base_url.rstrip("/"), levels, args.repeats, not args.no_piper)
+    base_url = args.base_url.rstrip("/")
+    result = tts_compare.run_tts(specs, base_url, levels, args.repeats, not args.no_piper, args.num_prompts)
     print(tts_compare.format_tts(result))
     _save(args, "tts", result)
     return 0
@@ -398,13 +405,15 @@ def _mixed(args: argparse.Namespace) -> int:
     from voxlane.bench import tts_compare
     from voxlane.bench.datasets import load_audio_dataset
 
-    if min(args.repeats, args.asr_concurrency, args.tts_concurrency) < 1:
-        raise ValueError("--repeats, --asr-concurrency and --tts-concurrency must be at least 1")
+    counts = (args.repeats, args.asr_concurrency, args.tts_concurrency, args.asr_prompts or 1, args.tts_prompts or 1)
+    if min(counts) < 1:
+        raise ValueError("--repeats, --asr-concurrency, --tts-concurrency and the prompt counts must be at least 1")
     load_audio_dataset(args.dataset)  # a bad dataset fails here, before any server starts
     specs: list[tts_compare.ServerSpec | None] = [tts_compare.ServerSpec.parse(t) for t in args.serve] or [None]
-    result = tts_compare.run_mixed(
-        specs, args.base_url.rstrip("/"), args.dataset, args.asr_concurrency, args.tts_concurrency, args.repeats
+    load = tts_compare.MixedLoad(
+        args.dataset, args.asr_concurrency, args.tts_concurrency, args.asr_prompts, args.tts_prompts
     )
+    result = tts_compare.run_mixed(specs, args.base_url.rstrip("/"), load, args.repeats)
     print(tts_compare.format_mixed(result))
     _save(args, "mixed", result)
     return 0

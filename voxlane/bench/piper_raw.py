@@ -56,6 +56,7 @@ class PiperRun:
 
 @dataclass
 class PiperBenchResult:
+    paragraphs: int
     units: int
     audio_s: float
     runs: list[PiperRun] = field(default_factory=list)
@@ -131,9 +132,9 @@ def synthesise_all(units: list[Any], layout: PiperLayout) -> PiperRun:
     return PiperRun(layout.name, wall_s, sum(samples) / rate)
 
 
-def run_piper_bench(layouts: list[PiperLayout], repeats: int) -> PiperBenchResult:
-    units = phonemised_units()
-    result = PiperBenchResult(len(units), 0.0)
+def run_piper_bench(layouts: list[PiperLayout], repeats: int, paragraphs: int = len(PARAGRAPHS)) -> PiperBenchResult:
+    units = phonemised_units(PARAGRAPHS[:paragraphs])
+    result = PiperBenchResult(paragraphs, len(units), 0.0)
     for round_ in range(repeats):
         order = layouts if round_ % 2 == 0 else list(reversed(layouts))  # ABBA
         for layout in order:
@@ -148,7 +149,7 @@ def format_piper_result(result: PiperBenchResult, layouts: list[PiperLayout]) ->
     base = layouts[0].name
     lines = [
         f"{'=' * 20} voxlane bench piper {'=' * 20}",
-        f"{len(PARAGRAPHS)} paragraphs, {result.units} sentences, {result.audio_s:.1f} s of audio; "
+        f"{result.paragraphs} paragraphs, {result.units} sentences, {result.audio_s:.1f} s of audio; "
         f"{usable_cores()} usable cores; load average {os.getloadavg()[0]:.1f}",
         "| layout (sessions x threads) | audio s / wall s, median | best | median vs " + base + " |",
         "|---|---:|---:|---:|",

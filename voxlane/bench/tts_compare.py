@@ -111,13 +111,19 @@ def load_options(base_url: str, extra: Sequence[str]) -> BenchOptions:
     return BenchOptions(**{**opts.__dict__, "show_progress": False})
 
 
-def speech_options(base_url: str, concurrency: int, probe: bool = True) -> BenchOptions:
+def speech_options(base_url: str, concurrency: int, prompts: int | None = None, probe: bool = True) -> BenchOptions:
+    """The paragraphs as pcm streams, each once (or ``prompts`` of them), ``concurrency`` at once."""
     flags = ["--backend", "openai-audio-speech", "--dataset", "paragraphs", "--max-concurrency", str(concurrency)]
+    flags += ["--num-prompts", str(prompts)] if prompts else []
     return load_options(base_url, flags + ([] if probe else ["--probe-health", "none"]))
 
 
-def asr_options(base_url: str, dataset: str, concurrency: int, probe: bool = True) -> BenchOptions:
+def asr_options(
+    base_url: str, dataset: str, concurrency: int, prompts: int | None = None, probe: bool = True
+) -> BenchOptions:
+    """Every file of ``dataset`` once (or ``prompts`` requests), ``concurrency`` at once."""
     flags = ["--backend", "openai-audio", "--dataset", dataset, "--max-concurrency", str(concurrency)]
+    flags += ["--num-prompts", str(prompts)] if prompts else []
     return load_options(base_url, flags + ([] if probe else ["--probe-health", "none"]))
 
 
@@ -156,7 +162,12 @@ def asr_row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_tts(
-    specs: Sequence[ServerSpec | None], base_url: str, levels: Sequence[int], repeats: int, piper: bool
+    specs: Sequence[ServerSpec | None],
+    base_url: str,
+    levels: Sequence[int],
+    repeats: int,
+    piper: bool,
+    prompts: int | None = None,
 ) -> dict[str, Any]:
     """Each configuration at each level, and raw Piper, for ``repeats`` rounds in ABBA order."""
     from voxlane.bench.piper_raw import PiperLayout, phonemised_units, synthesise_all
@@ -175,7 +186,7 @@ def run_tts(
             with target(specs[i], base_url) as url:
                 for c in levels:
                     row = {"round": round_ + 1, "config": names[i], "concurrency": c}
-                    row |= speech_row(measure(speech_options(url, c)))
+                    row |= speech_row(measure(speech_options(url, c, prompts)))
                     rows.append(row)
                     print(_tts_line(row), flush=True)
         if piper and not piper_first:
@@ -232,9 +243,18 @@ def format_tts(result: dict[str, Any]) -> str:
 # --- bench mixed ---------------------------------------------------------------------------------------
 
 
-def run_mixed(
-    specs: Sequence[ServerSpec | None], base_url: str, dataset: str, asr_c: int, tts_c: int, repeats: int
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MixedLoad:
+    dataset: str
+    asr_concurrency: int = 8
+    tts_concurrency: int = 8
+    asr_prompts: int | None = None
+    """None: every file of the dataset once."""
+    tts_prompts: int | None = None
+    """None: every paragraph once."""
+
+
+def run_mixed(specs: Sequence[ServerSpec | None], base_url: str, load: MixedLoad, repeats: int) -> dict[str, Any]:
     """Per configuration and round: ASR alone, speech alone, both at once (ABBA over rounds)."""
     names = [s.name if s else "server" for s in specs]
     rows: list[dict[str, Any]] = []
@@ -245,27 +265,26 @@ def run_mixed(
                 modes = ["asr alone", "tts alone", "mixed"]
                 for mode in modes if round_ % 2 == 0 else list(reversed(modes)):
                     row = {"round": round_ + 1, "config": names[i], "mode": mode}
-                    row |= _mixed_once(url, dataset, asr_c, tts_c, mode)
+                    row |= _mixed_once(url, load, mode)
                     rows.append(row)
                     print(_mixed_line(row), flush=True)
     return {"benchmark": "mixed", "configs": names, "rows": rows, "ratios": _mixed_ratios(rows)}
 
 
-def _mixed_once(url: str, dataset: str, asr_c: int, tts_c: int, mode: str) -> dict[str, Any]:
+def _mixed_once(url: str, load: MixedLoad, mode: str) -> dict[str, Any]:
+    asr = asr_options(url, load.dataset, load.asr_concurrency, load.asr_prompts, probe=mode != "mixed")
+    tts = speech_options(url, load.tts_concurrency, load.tts_prompts)
     if mode == "asr alone":
-        return {"asr": asr_row(measure(asr_options(url, dataset, asr_c)))}
+        return {"asr": asr_row(measure(asr))}
     if mode == "tts alone":
-        return {"tts": speech_row(measure(speech_options(url, tts_c)))}
+        return {"tts": speech_row(measure(tts))}
     results: dict[str, dict[str, Any]] = {}
 
     def side(name: str, opts: BenchOptions) -> None:
         results[name] = measure(opts)
 
     # Both sides start together, each with its own event loop; the health probe runs with the speech side.
-    threads = [
-        threading.Thread(target=side, args=("asr", asr_options(url, dataset, asr_c, probe=False))),
-        threading.Thread(target=side, args=("tts", speech_options(url, tts_c))),
-    ]
+    threads = [threading.Thread(target=side, args=("asr", asr)), threading.Thread(target=side, args=("tts", tts))]
     for t in threads:
         t.start()
     for t in threads:
