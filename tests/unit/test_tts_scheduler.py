@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from voxlane.engine.scheduler_tts import TtsScheduler, UnitWork
 from voxlane.messages import SpeechUnit
 
@@ -211,3 +213,61 @@ def test_a_unit_on_the_solo_session_does_not_teach_the_cost_of_parallel_work() -
     s.next_unit(0.001)
     s.done("a", 1.0, 0.5, last=True)
     assert s.s_per_id > before
+
+
+def _simulate(streams: int, slots: int, s_per_id: float = 0.0024) -> tuple[list[float], int]:
+    """The 16 paragraphs (cycled) as ``streams`` streams arriving together, units as the server splits
+    them, on ``slots`` parallel slots with a fake clock: Piper's cost and audio per phoneme id on one core
+    of this machine, quiet (2.4 ms and 28 ms per id; about 2 ids per character). Returns each stream's
+    time to first audio and the number of streams whose player (starting at the first unit, playing in
+    real time) ever ran dry."""
+    import heapq as hq
+
+    from voxlane.bench.paragraphs import PARAGRAPHS
+    from voxlane.text.normalise import normalise
+    from voxlane.text.sentences import split_units
+
+    s = TtsScheduler("deadline")
+    s.slots = slots
+    audio_per_id = 0.028
+    for n in range(streams):
+        units = split_units(normalise(PARAGRAPHS[n % len(PARAGRAPHS)]))
+        for i, text in enumerate(units):
+            ids = [1] * (2 * len(text))
+            s.add(UnitWork(SpeechUnit(f"s{n}", i, i == len(units) - 1, "m", "c", ids, 1.0, 0.667, 0.8)), now=0.0)
+    running: list[tuple[float, int, UnitWork]] = []
+    deliveries: dict[str, list[tuple[float, float]]] = {}
+    t, seq = 0.0, 0
+    while True:
+        while len(running) < slots and (work := s.next_unit(t)) is not None:
+            hq.heappush(running, (t + len(work.msg.phoneme_ids) * s_per_id, seq, work))
+            seq += 1
+        if not running:
+            break
+        t, _, work = hq.heappop(running)
+        audio_s = len(work.msg.phoneme_ids) * audio_per_id
+        s.done(work.request_id, audio_s, t, last=work.msg.last)
+        deliveries.setdefault(work.request_id, []).append((t, audio_s))
+    ttfp = [d[0][0] for d in deliveries.values()]
+    dry = 0
+    for d in deliveries.values():
+        runs_dry = d[0][0]
+        for arrival, audio_s in d:
+            if arrival > runs_dry + 1e-9:
+                dry += 1
+                break
+            runs_dry += audio_s
+    return ttfp, dry
+
+
+def test_on_a_quiet_machine_two_slots_start_8_streams_within_the_targets_and_none_runs_dry() -> None:
+    """The policy on a fake clock, not the machine: issue 11's targets at 8 streams (TTFP p50 <= 0.4 s,
+    p99 <= 1 s, no stall) are met on two slots and missed on one; at 16 streams (70% of two slots'
+    capacity here) the median still starts within 1 s and started streams never run dry, while the last
+    streams wait for the first ones to build a buffer (measured 4.5 s: the p99 target of 2 s is not met)."""
+    ttfp, dry = _simulate(8, slots=2)
+    assert dry == 0 and statistics.median(ttfp) <= 0.4 and max(ttfp) <= 1.0, sorted(ttfp)
+    ttfp_one, _ = _simulate(8, slots=1)
+    assert max(ttfp_one) > 1.0
+    ttfp16, dry16 = _simulate(16, slots=2)
+    assert dry16 == 0 and statistics.median(ttfp16) <= 1.0, sorted(ttfp16)
