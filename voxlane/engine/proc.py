@@ -49,7 +49,7 @@ _WAKE = object()  # put on the input queue when a batch finishes
 _PARENT_CHECK_S = 1.0
 _STATS_INTERVAL_S = 1.0  # EngineStats to the API process at most this often (the loop wakes at least as often)
 ENGINE_NICENESS = 5
-# Speech plays in real time, transcription is batch work: when both want the cores, the speech thread wins.
+# Speech plays in real time, transcription is batch work: when both want the cores, the speech threads win.
 WHISPER_EXTRA_NICENESS = 5
 T = TypeVar("T")
 
