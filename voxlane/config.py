@@ -97,14 +97,15 @@ class EngineConfig:
     max_batch_size: int = setting(8, "30 s windows per engine batch", minimum=1)
     max_batch_wait_ms: float = setting(5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
     tts_slots: int = setting(
-        CORES,
+        max(1, CORES - 1),
         "speech units synthesised at once, each on its own execution thread and onnxruntime session "
         "(units of different streams; one stream's units stay in order)",
         minimum=1,
-        shown_default="usable cores",
+        shown_default="max(1, usable cores - 1)",
     )
-    """One 1-thread session per core measured 1.1x the audio per second of one session on all cores
-    (docs/tts.md, "Core budget")."""
+    """One 1-thread session per core measured 1.1x the audio per second of one session on all cores, but a
+    speech unit on every core made the API process's event loop wait 125-140 ms for a CPU under 16 streams
+    (45 ms with one slot): one core stays for the API process (docs/tts.md, "Core budget")."""
     tts_threads: int = setting(1, "onnxruntime threads of each speech slot's session", minimum=1)
     tts_mixed_slots: int = setting(
         max(1, CORES // 2),
