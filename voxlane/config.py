@@ -27,6 +27,17 @@ MODEL_ALIASES = ("whisper-1",)
 
 # The defaults that depend on the machine, computed here once. --help and the README show the rule.
 AUDIO_PREPROCESS_WORKERS_DEFAULT = min(os.cpu_count() or 1, 2)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+CORES = usable_cores()
 DATA_DIR_DEFAULT = "~/.local/share/voxlane"
 
 
@@ -85,10 +96,32 @@ class EngineConfig:
     beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
     max_batch_size: int = setting(8, "30 s windows per engine batch", minimum=1)
     max_batch_wait_ms: float = setting(5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
-    tts_threads: int = setting(
-        1, "onnxruntime threads of the text-to-speech execution thread (apart from Whisper's)", minimum=1
+    tts_slots: int = setting(
+        max(1, CORES - 1),
+        "speech units synthesised at once, each on its own execution thread and onnxruntime session "
+        "(units of different streams; one stream's units stay in order)",
+        minimum=1,
+        shown_default="max(1, usable cores - 1)",
     )
-    """Speech has its own thread, apart from the Whisper workers, so a burst of one cannot starve the other."""
+    """One 1-thread session per core measured 1.1x the audio per second of one session on all cores, but a
+    speech unit on every core made the API process's event loop wait 125-140 ms for a CPU under 16 streams
+    (45 ms with one slot): one core stays for the API process (docs/tts.md, "Core budget")."""
+    tts_threads: int = setting(1, "onnxruntime threads of each speech slot's session", minimum=1)
+    tts_mixed_slots: int = setting(
+        max(1, CORES // 2),
+        "speech slots used while Whisper windows are queued or running (the rest of the cores stay for ASR)",
+        minimum=1,
+        shown_default="max(1, usable cores / 2)",
+    )
+    tts_solo_threads: int = setting(
+        CORES,
+        "onnxruntime threads of the session that runs a speech unit alone (no other unit running or "
+        "waiting, no ASR work); 1 turns this session off",
+        minimum=1,
+        shown_default="usable cores",
+    )
+    """A lone stream's units cannot run in parallel (they play in order), so the idle cores go into that
+    unit instead: its first audio comes sooner."""
     tts_max_loaded_voices: int = setting(
         4, "Piper voices kept loaded in the engine (least recently used unloaded)", minimum=1
     )

@@ -175,3 +175,48 @@ def test_accuracy_against_voxlane_and_faster_whisper(
 def test_accuracy_bad_systems_exit_2(capsys: Any) -> None:
     assert main(["bench", "accuracy", "--dataset", "x.jsonl", "--systems", "server,whisperx"]) == 2
     assert "whisperx" in capsys.readouterr().err
+
+
+def test_piper_ceiling_compares_layouts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "piper", "--layouts", "1x1,2x1", "--repeats", "2", "--paragraphs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 paragraphs" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| 1x1 ", "| 2x1 "))]
+    assert len(rows) == 2
+    assert rows[0].endswith("| 1.00x |")  # the first layout is the reference of the ratios
+    assert all(float(row.split("|")[2]) > 0 for row in rows)  # audio s per wall s
+
+
+def test_piper_bad_layout_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "piper", "--layouts", "two"]) == 2
+    assert "SESSIONSxTHREADS" in capsys.readouterr().err
+
+
+def test_tts_pairs_a_server_levels(server: Any, tmp_path: Path) -> None:
+    r = bench(
+        tmp_path, "tts", "--base-url", server.base_url, "--concurrency", "1,2", "--repeats", "1", "--no-piper",
+        "--num-prompts", "2",
+    )  # fmt: skip
+    assert r["benchmark"] == "tts" and r["levels"] == [1, 2]
+    rows = r["rows"]
+    assert [(row["config"], row["concurrency"]) for row in rows] == [("server", 1), ("server", 2)]
+    for row in rows:
+        assert row["completed"] == 2 and row["failed"] == 0
+        assert 0 < row["ttfp_p50_ms"] <= row["ttfp_p99_ms"]
+        assert row["audio_s_per_wall_s"] > 0 and row["stalled_share"] is not None
+    assert (tmp_path / "result.png").is_file()
+
+
+def test_mixed_reports_both_sides_against_each_alone(server: Any, tiny_dataset: Path, tmp_path: Path) -> None:
+    r = bench(
+        tmp_path, "mixed", "--base-url", server.base_url, "--dataset", str(tiny_dataset), "--repeats", "1",
+        "--asr-concurrency", "2", "--tts-concurrency", "2", "--tts-prompts", "2",
+    )  # fmt: skip
+    modes = {row["mode"]: row for row in r["rows"]}
+    assert set(modes) == {"asr alone", "tts alone", "mixed"}
+    assert modes["asr alone"]["asr"]["rtfx"] > 0 and modes["asr alone"]["asr"]["failed"] == 0
+    assert modes["tts alone"]["tts"]["completed"] == 2
+    assert modes["mixed"]["asr"]["completed"] == 2 and modes["mixed"]["tts"]["completed"] == 2
+    assert modes["mixed"]["tts"]["health_p99_ms"] > 0
+    assert set(r["ratios"]) == {"server: ASR mixed / alone", "server: TTS mixed / alone"}
+    assert all(v > 0 for v in r["ratios"].values())

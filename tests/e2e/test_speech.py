@@ -121,6 +121,22 @@ def test_round_trip_through_the_servers_own_whisper(client) -> None:
     assert wer < WER_BOUND, list(zip(SENTENCES, hypotheses))
 
 
+def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> None:
+    """Issue 11: the first sentence of each paragraph is cut into short units, speech runs on parallel
+    slots, and units are scaled by the voice's reference peak: the words must survive all of it."""
+    from voxlane.bench.paragraphs import PARAGRAPHS
+
+    paragraphs = PARAGRAPHS[:4]
+    hypotheses = []
+    for text in paragraphs:
+        audio = client.audio.speech.create(model="tts-1", voice="joe", input=text, response_format="wav").content
+        result = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", audio))
+        hypotheses.append(_words(result.text))
+    wer = jiwer.wer([_words(t) for t in paragraphs], hypotheses)
+    print(f"round-trip WER over {len(paragraphs)} paragraphs: {wer:.3f}")
+    assert wer <= 0.10, list(zip(paragraphs, hypotheses))
+
+
 @pytest.mark.parametrize(
     "body, status, param",
     [

@@ -10,7 +10,7 @@ import numpy as np
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
-from voxlane.messages import SpeechUnit
+from voxlane.messages import SpeechUnit, TranscribeOptions, WindowRequest
 from voxlane.runners.fake import FakeRunner
 
 
@@ -47,7 +47,7 @@ def run_until(core: EngineCore, done: callable, timeout_s: float = 5.0) -> list[
 def make_core(order: str = "deadline", delay_s: float = 0.01) -> tuple[EngineCore, FakeSpeech]:
     speech = FakeSpeech(delay_s)
     config = EngineConfig(model_path="", tts_order=order)
-    return EngineCore(FakeRunner(), config, tts_runner=speech), speech
+    return EngineCore(FakeRunner(), config, tts_runners=[speech]), speech
 
 
 def test_units_come_back_in_order_with_audio() -> None:
@@ -99,3 +99,90 @@ def test_new_stream_is_served_before_a_buffered_one() -> None:
     first_new = speech.calls.index(("new", 0))
     assert first_new <= 3, speech.calls  # at most the unit already running went before it
     core.shutdown()
+
+
+class SharedActivity:
+    """Several runners (slots) reporting to one record of what ran at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: set[tuple[str, int]] = set()
+        self.most = 0
+        self.same_stream_overlap = False
+        self.by: list[tuple[str, str, int]] = []
+
+    def runner(self, name: str, delay_s: float) -> object:
+        shared = self
+
+        class Slot:
+            def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
+                key = (unit.request_id, unit.index)
+                with shared.lock:
+                    if any(rid == unit.request_id for rid, _ in shared.active):
+                        shared.same_stream_overlap = True
+                    shared.active.add(key)
+                    shared.most = max(shared.most, len(shared.active))
+                    shared.by.append((name, unit.request_id, unit.index))
+                time.sleep(delay_s)
+                with shared.lock:
+                    shared.active.discard(key)
+                return np.zeros(1000, dtype=np.int16), 1000
+
+        return Slot()
+
+
+def window_request(request_id: str, index: int, count: int) -> WindowRequest:
+    return WindowRequest(request_id, index, count, index * 30.0, 30.0, 3000, 80, TranscribeOptions())
+
+
+def _core_with(slots: int, solo: bool = False, mixed_slots: int = 1, delay_s: float = 0.05):
+    activity = SharedActivity()
+    config = EngineConfig(model_path="", tts_mixed_slots=mixed_slots)
+    runners = [activity.runner(f"slot{i}", delay_s) for i in range(slots)]
+    solo_runner = activity.runner("solo", delay_s) if solo else None
+    return EngineCore(FakeRunner(), config, tts_runners=runners, tts_solo_runner=solo_runner), activity
+
+
+def test_two_slots_run_two_streams_at_once_and_each_stream_in_order() -> None:
+    core, activity = _core_with(2)
+    now = time.monotonic()
+    for rid in ("a", "b"):
+        for i in range(4):
+            core.add_unit(unit(rid, i, i == 3), now)
+    out = run_until(core, lambda o: len(o) == 8)
+    assert len(out) == 8
+    assert activity.most == 2, "two streams' units never ran at once on two slots"
+    assert not activity.same_stream_overlap, "two units of one stream ran at once"
+    for rid in ("a", "b"):
+        assert [c.msg.index for c in out if c.msg.request_id == rid] == [0, 1, 2, 3]
+
+
+def test_a_lone_stream_runs_on_the_solo_runner_and_shares_once_another_arrives() -> None:
+    core, activity = _core_with(2, solo=True)
+    now = time.monotonic()
+    for i in range(3):
+        core.add_unit(unit("a", i, i == 2), now)
+    run_until(core, lambda o: len(o) == 3)
+    assert [name for name, _, _ in activity.by] == ["solo"] * 3
+    activity.by.clear()
+    now = time.monotonic()
+    for rid in ("b", "c"):
+        for i in range(3):
+            core.add_unit(unit(rid, i, i == 2), now)
+    run_until(core, lambda o: len(o) == 6)
+    assert {name for name, _, _ in activity.by} <= {"slot0", "slot1", "solo"}
+    assert any(name.startswith("slot") for name, _, _ in activity.by), "two streams both ran on the solo runner"
+    assert activity.most == 2
+
+
+def test_speech_keeps_to_its_mixed_share_while_asr_has_work() -> None:
+    core, activity = _core_with(2, solo=True, mixed_slots=1)
+    core.runner = FakeRunner(delay_s=2.0)  # a transcription window still running when speech is done
+    now = time.monotonic()
+    core.add_window(window_request("asr", 0, 1), np.zeros((80, 3000), dtype=np.float32), now)
+    for rid in ("a", "b"):
+        for i in range(3):
+            core.add_unit(unit(rid, i, i == 2), now)
+    run_until(core, lambda o: len(o) == 6)
+    assert activity.most == 1, "speech used two slots while ASR had work"
+    assert {name for name, _, _ in activity.by} != {"solo"}

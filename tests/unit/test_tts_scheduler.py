@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from voxlane.engine.scheduler_tts import TtsScheduler, UnitWork
 from voxlane.messages import SpeechUnit
 
@@ -162,3 +164,110 @@ def test_a_stream_that_would_stall_even_alone_is_not_held_back_for_it() -> None:
     s.add(ids_unit("odd", 0, 10), now=0.1)  # ~0.3 s of audio, then a unit that takes ~1 s to synthesise
     s.add(ids_unit("odd", 1, 330, last=True), now=0.1)
     assert s.next_unit(0.1).request_id == "odd"  # it will stutter once whatever the order; start it now
+
+
+def _tight_started_stream(slots: int) -> TtsScheduler:
+    """Stream 'a' plays from 0.0 with 0.8 s delivered and more to come; each unit costs 0.3 s of
+    synthesis (0.375 s with the headroom) and gives 0.6 s of audio."""
+    s = TtsScheduler("deadline")
+    s.slots = slots
+    s.s_per_id, s.audio_per_id_s = 0.1, 0.2
+    for i in range(4):
+        s.add(unit("a", i, last=i == 3), now=0.0)
+    first = s.next_unit(0.0)
+    assert first is not None
+    s.done("a", 0.8, 0.0)
+    s.add(unit("b", 0), now=0.0)
+    s.add(unit("b", 1, last=True), now=0.0)
+    return s
+
+
+def test_admission_counts_parallel_slots() -> None:
+    # One slot: b's first unit (0.375 s) then a's next would end at 0.75 s, past a's 0.8 s minus the margin.
+    one = _tight_started_stream(slots=1)
+    assert one.next_unit(0.0).request_id == "a"
+    # Two slots: a's next unit runs beside b's first, so b starts at once.
+    two = _tight_started_stream(slots=2)
+    assert two.next_unit(0.0).request_id == "b"
+    assert two.next_unit(0.0).request_id == "a"
+    assert two.next_unit(0.0) is None  # one unit per stream at a time
+
+
+def test_running_units_hold_their_slots_in_the_admission_check() -> None:
+    s = _tight_started_stream(slots=2)
+    s.add(unit("c", 0), now=0.0)
+    s.add(unit("c", 1, last=True), now=0.0)
+    assert s.next_unit(0.0).request_id == "b"  # b's first unit takes one slot ...
+    # ... so c's first unit would make a's next unit wait behind it: a runs first, c waits.
+    assert s.next_unit(0.0).request_id == "a"
+
+
+def test_a_unit_on_the_solo_session_does_not_teach_the_cost_of_parallel_work() -> None:
+    s = TtsScheduler("deadline")
+    s.add(unit("a", 0), now=0.0)
+    s.add(unit("a", 1, last=True), now=0.0)
+    before = s.s_per_id
+    s.next_unit(0.0)
+    s.done("a", 1.0, 0.001, learn_cost=False)  # ran on all cores: far faster than a slot
+    assert s.s_per_id == before
+    s.next_unit(0.001)
+    s.done("a", 1.0, 0.5, last=True)
+    assert s.s_per_id > before
+
+
+def _simulate(streams: int, slots: int, s_per_id: float = 0.0024) -> tuple[list[float], int]:
+    """The 16 paragraphs (cycled) as ``streams`` streams arriving together, units as the server splits
+    them, on ``slots`` parallel slots with a fake clock: Piper's cost and audio per phoneme id on one core
+    of this machine, quiet (2.4 ms and 28 ms per id; about 2 ids per character). Returns each stream's
+    time to first audio and the number of streams whose player (starting at the first unit, playing in
+    real time) ever ran dry."""
+    import heapq as hq
+
+    from voxlane.bench.paragraphs import PARAGRAPHS
+    from voxlane.text.normalise import normalise
+    from voxlane.text.sentences import split_units
+
+    s = TtsScheduler("deadline")
+    s.slots = slots
+    audio_per_id = 0.028
+    for n in range(streams):
+        units = split_units(normalise(PARAGRAPHS[n % len(PARAGRAPHS)]))
+        for i, text in enumerate(units):
+            ids = [1] * (2 * len(text))
+            s.add(UnitWork(SpeechUnit(f"s{n}", i, i == len(units) - 1, "m", "c", ids, 1.0, 0.667, 0.8)), now=0.0)
+    running: list[tuple[float, int, UnitWork]] = []
+    deliveries: dict[str, list[tuple[float, float]]] = {}
+    t, seq = 0.0, 0
+    while True:
+        while len(running) < slots and (work := s.next_unit(t)) is not None:
+            hq.heappush(running, (t + len(work.msg.phoneme_ids) * s_per_id, seq, work))
+            seq += 1
+        if not running:
+            break
+        t, _, work = hq.heappop(running)
+        audio_s = len(work.msg.phoneme_ids) * audio_per_id
+        s.done(work.request_id, audio_s, t, last=work.msg.last)
+        deliveries.setdefault(work.request_id, []).append((t, audio_s))
+    ttfp = [d[0][0] for d in deliveries.values()]
+    dry = 0
+    for d in deliveries.values():
+        runs_dry = d[0][0]
+        for arrival, audio_s in d:
+            if arrival > runs_dry + 1e-9:
+                dry += 1
+                break
+            runs_dry += audio_s
+    return ttfp, dry
+
+
+def test_on_a_quiet_machine_two_slots_start_8_streams_within_the_targets_and_none_runs_dry() -> None:
+    """The policy on a fake clock, not the machine: issue 11's targets at 8 streams (TTFP p50 <= 0.4 s,
+    p99 <= 1 s, no stall) are met on two slots and missed on one; at 16 streams (70% of two slots'
+    capacity here) the median still starts within 1 s and started streams never run dry, while the last
+    streams wait for the first ones to build a buffer (measured 4.5 s: the p99 target of 2 s is not met)."""
+    ttfp, dry = _simulate(8, slots=2)
+    assert dry == 0 and statistics.median(ttfp) <= 0.4 and max(ttfp) <= 1.0, sorted(ttfp)
+    ttfp_one, _ = _simulate(8, slots=1)
+    assert max(ttfp_one) > 1.0
+    ttfp16, dry16 = _simulate(16, slots=2)
+    assert dry16 == 0 and statistics.median(ttfp16) <= 1.0, sorted(ttfp16)

@@ -64,6 +64,26 @@ def test_first_sentence_is_cut_short_for_a_quick_first_sound() -> None:
     assert split_units("Incomprehensibilities abound.") == ["Incomprehensibilities abound."]
 
 
+def test_units_grow_and_a_long_second_sentence_is_cut_at_a_clause_early_on() -> None:
+    text = (
+        "Nobody knows. Some say it would chuck as much as it could, while others insist that woodchucks do not "
+        "chuck wood at all, and that the question is a joke. It has puzzled children, and their parents, for "
+        "more than a hundred years, in every country where the rhyme is known."
+    )
+    units = split_units(text)
+    # A 13-character first unit, then the long second sentence cut at its first comma (no clause of it fits
+    # in three times what was spoken) ...
+    assert units[:2] == ["Nobody knows.", "Some say it would chuck as much as it could,"]
+    # ... then, with more spoken, the rest of that sentence and the next whole: never inside a clause,
+    # nothing lost or reordered.
+    assert units[2:] == [
+        "while others insist that woodchucks do not chuck wood at all, and that the question is a joke.",
+        "It has puzzled children, and their parents, for more than a hundred years, in every country where the "
+        "rhyme is known.",
+    ]
+    assert " ".join(units) == text
+
+
 def test_first_unit_is_half_a_second_to_a_second_and_a_bit_of_audio() -> None:
     from voxlane.text.sentences import CHARS_PER_SECOND, FIRST_MAX_CHARS, FIRST_MIN_CHARS
 

@@ -1,4 +1,5 @@
-"""``voxlane bench serve | sweep | engine``: parsers and entry points (wired in by ``voxlane/cli.py``).
+"""``voxlane bench serve | sweep | engine | accuracy | piper | tts | mixed``: parsers and entry points (wired
+in by ``voxlane/cli.py``).
 
 Bad flags and unreadable datasets print one message and exit 2. A server that is down, slow or failing
 is a result, not an error: its failures are counted and reported, and the command exits 0.
@@ -137,6 +138,75 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         help="which to run: server, faster-whisper, fw-batched-vad (default: all)",
     )
     accuracy.set_defaults(func=_guard(_accuracy))
+    _add_speech_parsers(bench_sub)
+
+
+def _add_speech_parsers(bench_sub: argparse._SubParsersAction) -> None:
+    """``bench piper``, ``bench tts`` and ``bench mixed`` (issue 11; voxlane/bench/piper_raw.py, tts_compare.py)."""
+    piper = bench_sub.add_parser(
+        "piper",
+        help="the speech ceiling: raw Piper in-process on the 16 paragraphs, per session layout",
+        description="Synthesise the 16 paragraphs (--dataset paragraphs) sentence by sentence with the bundled "
+        "voice in this process, no server, once per layout and round (ABBA), and print audio seconds per "
+        "wall second. A layout SxT is S onnxruntime sessions of T threads, each on its own thread.",
+    )
+    piper.add_argument(
+        "--layouts",
+        default=None,
+        metavar="SxT,...",
+        help="layouts to compare (default: 1xCORES (plain Piper on all cores), CORESx1 (one session per core))",
+    )
+    piper.add_argument("--repeats", type=int, default=2, help="rounds over the layouts, ABBA (default: 2)")
+    piper.add_argument("--paragraphs", type=int, default=16, help="the first N of the 16 paragraphs (default: 16)")
+    piper.set_defaults(func=_guard(_piper))
+
+    serve_help = (
+        "NAME=FLAGS: start 'voxlane serve FLAGS' on a free 127.0.0.1 port for this configuration, e.g. "
+        "'one-slot=--tts-slots 1 --tts-solo-threads 1'; repeat to compare (default: the server at --base-url)"
+    )
+    tts = bench_sub.add_parser(
+        "tts",
+        help="speech streams of the 16 paragraphs at several concurrencies, paired with raw Piper",
+        description="Per round (ABBA over --repeats): raw Piper on all cores in this process, then for each "
+        "configuration the 16 paragraphs as pcm streams at each --concurrency. Prints TTFP p50/p99, audio "
+        "seconds per wall second, the share of streams that stalled, /health p99, and each server's audio "
+        "per second over raw Piper's in the same round.",
+    )
+    tts.add_argument("--serve", action="append", default=[], metavar="NAME=FLAGS", help=serve_help)
+    tts.add_argument("--base-url", default="http://127.0.0.1:8000", help="server to measure without --serve")
+    tts.add_argument("--concurrency", default="8,16", metavar="N,N,...", help="streams at once (default: 8,16)")
+    tts.add_argument("--repeats", type=int, default=2, help="rounds, ABBA (default: 2)")
+    tts.add_argument("--no-piper", action="store_true", help="leave out the raw Piper baseline")
+    tts.add_argument(
+        "--num-prompts", type=int, help="speech requests per level (default: each of the 16 paragraphs once)"
+    )
+    _add_output_arguments(tts)
+    tts.set_defaults(func=_guard(_tts))
+
+    mixed = bench_sub.add_parser(
+        "mixed",
+        help="transcription and speech at once, against each alone",
+        description="Per configuration and round: --asr-concurrency transcription clients over --dataset alone, "
+        "--tts-concurrency speech streams of the 16 paragraphs alone, then both at once (ABBA over "
+        "--repeats). Prints ASR RTFx, speech audio per second, TTFP, stalled streams and /health p99, "
+        "and each side's mixed / alone ratio.",
+    )
+    mixed.add_argument("--serve", action="append", default=[], metavar="NAME=FLAGS", help=serve_help)
+    mixed.add_argument("--base-url", default="http://127.0.0.1:8000", help="server to measure without --serve")
+    mixed.add_argument("--dataset", required=True, help="transcription dataset (FILE.jsonl, DIR, hf:NAME)")
+    mixed.add_argument("--asr-concurrency", type=int, default=8, help="transcription clients (default: 8)")
+    mixed.add_argument("--tts-concurrency", type=int, default=8, help="speech streams (default: 8)")
+    mixed.add_argument("--repeats", type=int, default=2, help="rounds, ABBA (default: 2)")
+    mixed.add_argument("--asr-prompts", type=int, help="transcription requests (default: each file once)")
+    mixed.add_argument("--tts-prompts", type=int, help="speech requests (default: each of the 16 paragraphs once)")
+    _add_output_arguments(mixed)
+    mixed.set_defaults(func=_guard(_mixed))
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--result-dir", default=".", help="directory of the JSON and PNG (default: .)")
+    parser.add_argument("--result-filename", help="JSON file name (default: COMMAND-YYYYMMDD-HHMMSS.json)")
+    parser.add_argument("--no-save", action="store_true", help="print only: no JSON, no plot")
 
 
 def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -305,3 +375,72 @@ def _accuracy(args: argparse.Namespace) -> int:
         filename = opts.result_filename or f"accuracy-{time.strftime('%Y%m%d-%H%M%S')}.json"
         print(f"saved {report.save_json(result, opts.result_dir, filename)}")
     return 0
+
+
+def _piper(args: argparse.Namespace) -> int:
+    from voxlane.bench.piper_raw import PiperLayout, default_layouts, format_piper_result, run_piper_bench
+
+    if args.repeats < 1 or not 1 <= args.paragraphs <= 16:
+        raise ValueError("--repeats must be at least 1 and --paragraphs 1 to 16")
+    layouts = [PiperLayout.parse(t) for t in args.layouts.split(",")] if args.layouts else default_layouts()
+    print(format_piper_result(run_piper_bench(layouts, args.repeats, args.paragraphs), layouts))
+    return 0
+
+
+def _tts(args: argparse.Namespace) -> int:
+    from voxlane.bench import tts_compare
+    from voxlane.bench.options import concurrency_list
+
+    try:
+        levels = concurrency_list(args.concurrency)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"--concurrency: {exc}") from None
+    if args.repeats < 1 or (args.num_prompts is not None and args.num_prompts < 1):
+        raise ValueError("--repeats and --num-prompts must be at least 1")
+    specs: list[tts_compare.ServerSpec | None] = [tts_compare.ServerSpec.parse(t) for t in args.serve] or [None]
+    base_url = args.base_url.rstrip("/")
+    result = tts_compare.run_tts(specs, base_url, levels, args.repeats, not args.no_piper, args.num_prompts)
+    print(tts_compare.format_tts(result))
+    _save(args, "tts", result)
+    return 0
+
+
+def _mixed(args: argparse.Namespace) -> int:
+    from voxlane.bench import tts_compare
+    from voxlane.bench.datasets import load_audio_dataset
+
+    counts = (args.repeats, args.asr_concurrency, args.tts_concurrency, args.asr_prompts or 1, args.tts_prompts or 1)
+    if min(counts) < 1:
+        raise ValueError("--repeats, --asr-concurrency, --tts-concurrency and the prompt counts must be at least 1")
+    load_audio_dataset(args.dataset)  # a bad dataset fails here, before any server starts
+    specs: list[tts_compare.ServerSpec | None] = [tts_compare.ServerSpec.parse(t) for t in args.serve] or [None]
+    load = tts_compare.MixedLoad(
+        args.dataset, args.asr_concurrency, args.tts_concurrency, args.asr_prompts, args.tts_prompts
+    )
+    result = tts_compare.run_mixed(specs, args.base_url.rstrip("/"), load, args.repeats)
+    print(tts_compare.format_mixed(result))
+    _save(args, "mixed", result)
+    return 0
+
+
+def _save(args: argparse.Namespace, command: str, result: dict) -> None:
+    import time
+
+    from voxlane.bench import report, tts_compare
+
+    if args.no_save:
+        return
+    path = report.save_json(
+        result, args.result_dir, args.result_filename or f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    print(f"saved {path}")
+    try:
+        for plot in tts_compare.plot(result, path.with_suffix("")):
+            print(f"saved {plot}")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "matplotlib":
+            raise
+        print(
+            f"voxlane bench {command}: no plot, matplotlib is not installed (pip install 'voxlane[plots]')",
+            file=sys.stderr,
+        )

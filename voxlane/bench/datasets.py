@@ -90,13 +90,18 @@ def load_audio_dataset(
 def load_text_dataset(spec: str | None) -> list[TextSample]:
     if spec is None or spec == "builtin":
         return [TextSample(t) for t in BUILTIN_TEXTS]
+    if spec == "paragraphs":
+        from voxlane.bench.paragraphs import PARAGRAPHS
+
+        return [TextSample(t) for t in PARAGRAPHS]
     path = Path(spec).expanduser()
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(
             f"--dataset {spec!r}: cannot read it ({exc}); for speech pass a UTF-8 text file with "
-            "one input per line, or leave --dataset out for the built-in paragraphs"
+            "one input per line, 'paragraphs' for the 16 long paragraphs, or leave --dataset out for the built-in "
+            "short ones"
         ) from None
     texts = [TextSample(line.strip()) for line in lines if line.strip()]
     if not texts:

@@ -117,7 +117,8 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
         "--dataset",
         help="transcription: FILE.jsonl (audio, text, duration_s), a DIR of audio files with "
         "optional same-name .txt references, or hf:NAME[:split] (local cache only); "
-        "speech: FILE.txt (one input per line) or leave out for the built-in paragraphs",
+        "speech: FILE.txt (one input per line), 'paragraphs' (16 of 50-95 words) or leave out for the built-in "
+        "short paragraphs",
     )
     d.add_argument("--min-duration-s", type=float, default=0.0, help="skip audio shorter than this (default: 0)")
     d.add_argument("--max-duration-s", type=float, default=math.inf, help="skip audio longer than this (default: inf)")

@@ -10,7 +10,8 @@ A window whose decode stopped early comes back from the runner with ``resume_s``
 continuation (the rest of the window, carrying the segments so far) with the scheduler, where it is due at
 once and shares batches with other requests' windows, and sends the window's result after its last pass.
 
-Speech units go to ``self.tts`` (engine/tts.py), which has its own execution thread and thread budget.
+Speech units go to ``self.tts`` (engine/tts.py), which has its own execution threads and thread budget;
+``step`` tells it whether ASR has work (``asr_busy``), so speech uses all its slots only when ASR is idle.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ class EngineCore:
         runner: Runner,
         config: EngineConfig,
         on_batch_done: Callable[[], None] = lambda: None,
-        tts_runner: SpeechRunner | None = None,
+        tts_runners: Sequence[SpeechRunner] = (),
+        tts_solo_runner: SpeechRunner | None = None,
     ) -> None:
+        """``tts_runners``: one per speech slot (none: an engine without speech); ``tts_solo_runner``: the
+        many-thread runner for a unit that runs alone (engine/tts.py)."""
         self.runner = runner
         self.workers = config.engine_workers
         self.scheduler = AsrScheduler(config.max_batch_size, config.max_batch_wait_ms / 1000.0)
@@ -66,7 +70,11 @@ class EngineCore:
         self._lock = threading.Lock()
         self._on_batch_done = on_batch_done
         self._stats = StatsRecorder()
-        self.tts = TtsCore(tts_runner, config.tts_order, on_batch_done) if tts_runner is not None else None
+        self.tts = (
+            TtsCore(tts_runners, config.tts_order, on_batch_done, config.tts_mixed_slots, tts_solo_runner)
+            if tts_runners
+            else None
+        )
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -104,7 +112,7 @@ class EngineCore:
     def step(self, now: float) -> list[WindowResult | SpeechChunk]:
         outputs: list[WindowResult | SpeechChunk] = list(self._collect(now))
         if self.tts is not None:
-            outputs.extend(self.tts.step(now))
+            outputs.extend(self.tts.step(now, self.asr_busy))
         while len(self._running) < self.workers:
             batch = self.scheduler.next_batch(now, live_only=self._hold_for_live(now))
             if not batch:
@@ -124,7 +132,7 @@ class EngineCore:
 
     def next_timeout(self, now: float) -> float | None:
         """Seconds until ``step`` has something to do without new input; None when only input can help."""
-        if self.tts is not None and self.tts.idle_with_work:
+        if self.tts is not None and self.tts.idle_with_work(self.asr_busy):
             return 0.0
         if len(self._running) >= self.workers:
             return None  # a finishing batch wakes the loop
@@ -132,6 +140,11 @@ class EngineCore:
         if deadline is not None and self._hold_for_live(now) and not self.scheduler.has_live:
             deadline = max(deadline, self._live_seen_s + LIVE_HOLD_S)  # batch work waits for the held worker
         return None if deadline is None else max(0.0, deadline - now)
+
+    @property
+    def asr_busy(self) -> bool:
+        """Whisper windows queued or running: speech then keeps to its mixed-load share of the cores."""
+        return bool(self._running) or len(self.scheduler) > 0
 
     @property
     def busy(self) -> bool:

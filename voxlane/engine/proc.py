@@ -6,7 +6,7 @@ Threads and their one job each:
 - ``voxlane-engine-out``: takes results from a queue and sends them.
 - the main thread: drains the input queue, updates the core, calls ``step`` and hands results out.
 - ``voxlane-engine-N`` (in EngineCore): run batches on the model.
-- ``voxlane-tts`` (in TtsCore): synthesises speech units, one at a time.
+- ``voxlane-tts_N`` (in TtsCore): synthesise speech units, one per slot (``--tts-slots``) at a time.
 - ``voxlane-engine-probe``: checks uploaded voices (loads each and makes it speak), one at a time, and
   puts its verdict on the output queue; the loop only hands it the request, so it never waits on a load.
 """
@@ -49,7 +49,7 @@ _WAKE = object()  # put on the input queue when a batch finishes
 _PARENT_CHECK_S = 1.0
 _STATS_INTERVAL_S = 1.0  # EngineStats to the API process at most this often (the loop wakes at least as often)
 ENGINE_NICENESS = 5
-# Speech plays in real time, transcription is batch work: when both want the cores, the speech thread wins.
+# Speech plays in real time, transcription is batch work: when both want the cores, the speech threads win.
 WHISPER_EXTRA_NICENESS = 5
 T = TypeVar("T")
 
@@ -118,28 +118,33 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     outbox: queue.Queue[EngineOutput | SpeechChunk | None] = queue.Queue()
     threading.Thread(target=_output_thread, args=(out_sock, outbox), name="voxlane-engine-out", daemon=True).start()
     try:
-        runner, tts_runner = _load_runners(config)
+        runner, tts_runners, tts_solo = _load_runners(config)
     except Exception as exc:
         log.exception("could not load the models")
         outbox.put(EngineFailed(str(exc)))
         outbox.put(None)
         time.sleep(0.5)  # let the output thread send the reason
         return
-    core = EngineCore(runner, config, on_batch_done=lambda: inbox.put(_WAKE), tts_runner=tts_runner)
+    core = EngineCore(
+        runner, config, on_batch_done=lambda: inbox.put(_WAKE), tts_runners=tts_runners, tts_solo_runner=tts_solo
+    )
     freeze_startup_heap()  # full collections would otherwise walk the loaded runtimes' objects each time
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
     probes: queue.Queue[ProbeVoice | None] = queue.Queue()
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
     log.info(
-        "engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d); speech: 1 thread x %d "
-        "onnxruntime thread(s), %s order",
+        "engine ready: %s (%s, %d worker(s) x %d thread(s), batch <= %d); speech: %d slot(s) x %d "
+        "onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
         config.model_path,
         config.compute_type,
         config.engine_workers,
         config.engine_threads,
         config.max_batch_size,
+        config.tts_slots,
         config.tts_threads,
+        config.tts_mixed_slots,
+        config.tts_solo_threads,
         config.tts_order,
     )
     try:
@@ -178,8 +183,9 @@ def _in_nicer_thread(load: Callable[[], T], extra_niceness: int) -> T:
     return result[0]
 
 
-def _load_runners(config: EngineConfig) -> tuple[Any, Any]:
-    """Both runners, or an exception whose message tells the operator which model failed and why."""
+def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:
+    """The Whisper runner, one Piper runner per speech slot and the solo Piper runner (None when
+    --tts-solo-threads is 1), or an exception whose message tells the operator which model failed and why."""
     from voxlane.runners.piper import PiperRunner
     from voxlane.runners.whisper import WhisperRunner
 
@@ -188,12 +194,16 @@ def _load_runners(config: EngineConfig) -> tuple[Any, Any]:
     except Exception as exc:
         raise RuntimeError(f"could not load the Whisper model from {config.model_path}: {exc}") from exc
     try:
-        tts_runner = PiperRunner(config.tts_threads, config.tts_max_loaded_voices)
+        tts_runners = [PiperRunner(config.tts_threads, config.tts_max_loaded_voices) for _ in range(config.tts_slots)]
+        solo = (
+            PiperRunner(config.tts_solo_threads, config.tts_max_loaded_voices) if config.tts_solo_threads > 1 else None
+        )
         if config.tts_preload is not None:
-            tts_runner.voice(*config.tts_preload)
+            for tts_runner in [*tts_runners, *([solo] if solo else [])]:
+                tts_runner.voice(*config.tts_preload)
     except Exception as exc:
         raise RuntimeError(f"could not load the Piper voice {config.tts_preload}: {exc}") from exc
-    return runner, tts_runner
+    return runner, tts_runners, solo
 
 
 def _loop(

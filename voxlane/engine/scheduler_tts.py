@@ -4,7 +4,8 @@ Contract (same shape as the ASR scheduler; no method blocks or sleeps, time is a
 - ``add(work, now)`` queues a unit; units of one stream arrive in index order.
 - ``next_unit(now)`` returns the unit to synthesise next, or None. Only the head unit of a stream is
   eligible, and only while no other unit of that stream is running: a stream's units are useless out
-  of order.
+  of order. Units of different streams may run at once: the caller starts up to ``slots`` of them and
+  sets ``slots`` to the parallel capacity it has now (fewer while ASR shares the cores).
 - ``done(request_id, audio_s, now)`` reports that a stream's running unit produced ``audio_s`` seconds.
 - ``abort(request_id)`` forgets a stream; idempotent.
 
@@ -13,9 +14,9 @@ then); its player runs dry at ``playback_start + audio_s``, and its next unit is
 that. The unit to run next is:
 
 1. the first unit of a new stream (in arrival order) if the new stream is *admissible*: playing the
-   queued work forward (``admissible``) shows that starting it now leaves every started stream, and the
-   new one, its next units in time. Under capacity this holds, so a new stream gets its first audio at
-   once, ahead of started streams that have audio to spare;
+   queued and running work forward on ``slots`` parallel slots (``admissible``) shows that starting it
+   now leaves every started stream, and the new one, its next units in time. Under capacity this holds,
+   so a new stream gets its first audio at once, ahead of started streams that have audio to spare;
 2. otherwise the head of the started stream with the earliest deadline (units run to their end, so a
    started stream about to run dry is never held up by a new stream's first unit; when all are safe
    this works ahead and builds their buffers);
@@ -89,6 +90,8 @@ class TtsScheduler:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}")
         self.order = order
+        self.slots = 1
+        """Units the caller can run at once; ``admissible`` plays the queue forward on this many slots."""
         self._streams: dict[str, StreamState] = {}
         self._seq = 0
         self._queued = 0
@@ -121,6 +124,10 @@ class TtsScheduler:
         """Estimated synthesis time of a unit."""
         return len(work.msg.phoneme_ids) * self.s_per_id
 
+    def has_ready(self) -> bool:
+        """Whether ``next_unit`` would return a unit (some stream has a unit waiting and none running)."""
+        return any(s.running is None and s.units for s in self._streams.values())
+
     def next_unit(self, now: float) -> UnitWork | None:
         ready = [s for s in self._streams.values() if s.running is None and s.units]
         if not ready:
@@ -147,40 +154,55 @@ class TtsScheduler:
     def admissible(self, new: StreamState, now: float) -> bool:
         """Whether ``new`` can start now without making any started stream (or itself) stall.
 
-        Plays the rest forward with the estimated costs (times ``COST_HEADROOM``): ``new``'s first unit
-        now, then every queued unit of the started streams and of ``new`` in deadline order, one at a
-        time and each to its end, as ``next_unit`` would run them with no further arrivals. Admissible
-        if each unit would finish ``RISK_MARGIN_S`` before its player runs dry. Under capacity that
-        holds, so a new stream starts at once; past it, a new stream waits until the started ones have
-        run far enough ahead (or finished), which is what keeps them playing. A new stream whose text
-        would stall it even alone (a long unit after a short one) is judged on the others only, so it
-        is not held back for what no order can fix."""
+        Plays the rest forward with the estimated costs (times ``COST_HEADROOM``) on ``slots`` parallel
+        slots, the running units holding theirs until their estimated end: ``new``'s first unit on the
+        first free slot, then every queued unit of the started streams and of ``new`` in deadline order,
+        each on the first free slot and not before its stream's previous unit ends, as ``next_unit`` would
+        run them with no further arrivals. Admissible if each unit would finish ``RISK_MARGIN_S`` before
+        its player runs dry. Under capacity that holds, so a new stream starts at once; past it, a new
+        stream waits until the started ones have run far enough ahead (or finished), which is what keeps
+        them playing. A new stream whose text would stall it even alone (a long unit after a short one) is
+        judged on the others only, so it is not held back for what no order can fix."""
         return self._plays_in_time(new, now, check_new=self._plays_in_time(new, now, alone=True))
 
     def _plays_in_time(self, new: StreamState, now: float, alone: bool = False, check_new: bool = True) -> bool:
-        t = now + self.cost_s(new.units[0]) * COST_HEADROOM
-        plans: list[tuple[float, int, bool, deque[UnitWork]]] = []
-        for stream in () if alone else self._streams.values():
-            if stream.started and stream.units and stream is not new:
-                assert stream.playback_start_s is not None
-                plans.append((stream.playback_start_s + stream.audio_s, stream.seq, True, deque(stream.units)))
+        others = [] if alone else [s for s in self._streams.values() if s is not new]
+        free: list[float] = []  # when each slot is next free
+        plans: list[tuple[float, int, bool, float, deque[UnitWork]]] = []
+        for stream in others:
+            ready_s = now
+            runs_dry_s = None if stream.playback_start_s is None else stream.playback_start_s + stream.audio_s
+            if stream.running is not None:
+                ready_s = max(now, stream.running_since_s + self.cost_s(stream.running) * COST_HEADROOM)
+                free.append(ready_s)
+                runs_dry_s = (ready_s if runs_dry_s is None else runs_dry_s) + self.audio_estimate_s(stream.running)
+            if runs_dry_s is not None and stream.units:
+                plans.append((runs_dry_s, stream.seq, True, ready_s, deque(stream.units)))
+        free = sorted(free + [now] * max(0, self.slots - len(free)))[-self.slots :]
+        heapq.heapify(free)
+        first_done_s = heapq.heappop(free) + self.cost_s(new.units[0]) * COST_HEADROOM
+        heapq.heappush(free, first_done_s)
         if len(new.units) > 1:
-            plans.append((t + self.audio_estimate_s(new.units[0]), new.seq, check_new, deque(list(new.units)[1:])))
+            runs_dry_s = first_done_s + self.audio_estimate_s(new.units[0])
+            plans.append((runs_dry_s, new.seq, check_new, first_done_s, deque(list(new.units)[1:])))
         heapq.heapify(plans)
         while plans:
-            runs_dry_s, seq, checked, units = heapq.heappop(plans)
+            runs_dry_s, seq, checked, ready_s, units = heapq.heappop(plans)
             unit = units.popleft()
-            t += self.cost_s(unit) * COST_HEADROOM
-            if checked and t > runs_dry_s - RISK_MARGIN_S:
+            done_s = max(heapq.heappop(free), ready_s) + self.cost_s(unit) * COST_HEADROOM
+            heapq.heappush(free, done_s)
+            if checked and done_s > runs_dry_s - RISK_MARGIN_S:
                 return False
             if units:
-                heapq.heappush(plans, (runs_dry_s + self.audio_estimate_s(unit), seq, checked, units))
+                heapq.heappush(plans, (runs_dry_s + self.audio_estimate_s(unit), seq, checked, done_s, units))
         return True
 
     def audio_estimate_s(self, work: UnitWork) -> float:
         return len(work.msg.phoneme_ids) * self.audio_per_id_s
 
-    def done(self, request_id: str, audio_s: float, now: float, last: bool = False) -> None:
+    def done(self, request_id: str, audio_s: float, now: float, last: bool = False, learn_cost: bool = True) -> None:
+        """``learn_cost=False``: the unit ran faster than a slot runs (the caller's solo session, all cores),
+        so its time would make the estimates for parallel work too low; only its audio length is learnt."""
         stream = self._streams.get(request_id)
         if stream is None:
             return  # aborted while running
@@ -189,7 +211,8 @@ class TtsScheduler:
             elapsed = max(0.0, now - stream.running_since_s)
             if work.msg.phoneme_ids:
                 ids = len(work.msg.phoneme_ids)
-                self.s_per_id += _LEARN * (elapsed / ids - self.s_per_id)
+                if learn_cost:
+                    self.s_per_id += _LEARN * (elapsed / ids - self.s_per_id)
                 self.audio_per_id_s += _LEARN * (audio_s / ids - self.audio_per_id_s)
         if stream.playback_start_s is None:
             stream.playback_start_s = now

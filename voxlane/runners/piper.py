@@ -2,7 +2,8 @@
 
 Voices load lazily, by path, and a bounded number stay loaded (LRU). The path is the voice's identity:
 an uploaded voice that is replaced or deleted gets a new path, so a loaded session is never stale.
-A ``PiperRunner`` is used from the engine's one speech thread only: no locks. ``probe_voice`` (the engine's
+A ``PiperRunner`` is used by one of the engine's speech threads at a time (each slot has its own, and so
+its own sessions): no locks. ``probe_voice`` (the engine's
 probe thread, checking uploads) loads its own session and shares nothing with it.
 
 Batching: several units through one ``session.run`` (padded to the longest, trimmed by length) was
@@ -25,6 +26,10 @@ from voxlane.voice_config import VoiceConfig, load_voice_config
 log = logging.getLogger(__name__)
 
 _MAX_WAV_VALUE = 32767.0
+# "The quick brown fox jumps over the lazy dog, and then it runs away." as espeak-ng (en-us) writes it: a
+# sentence spoken once at load to learn the voice's usual peak (see ``LoadedVoice.reference_peak``). Symbols
+# a voice does not know are skipped, so any IPA voice gets a sentence of some kind.
+_CALIBRATION_IPA = "ðə kwˈɪk bɹˈaʊn fˈɑːks dʒˈʌmps ˌoʊvɚ ðə lˈeɪzi dˈɑːɡ, ænd ðˈɛn ɪt ɹˈʌnz ɐwˈeɪ."
 
 
 @dataclass
@@ -32,6 +37,11 @@ class LoadedVoice:
     session: onnxruntime.InferenceSession
     sample_rate: int
     num_speakers: int
+    reference_peak: float = 0.0
+    """Peak of a whole sentence in this voice (learnt at load). Each unit is scaled so that this peak is
+    full scale, or less where the unit's own peak is higher: Piper's per-sentence peak normalisation, but
+    the same gain for every unit that fits, so the short units cut from one sentence keep its loudness (a
+    3-word first unit normalised to its own peak came out up to 2x louder than the rest of its sentence)."""
 
 
 def session_options(threads: int) -> onnxruntime.SessionOptions:
@@ -52,7 +62,9 @@ def load_voice(model_path: str, config_path: str, threads: int) -> LoadedVoice:
     inputs = {i.name for i in session.get_inputs()}
     if not {"input", "input_lengths", "scales"} <= inputs:
         raise ValueError(f"the model's inputs are {sorted(inputs)}, not a Piper voice's (input, input_lengths, scales)")
-    return LoadedVoice(session, config.sample_rate, config.num_speakers)
+    voice = LoadedVoice(session, config.sample_rate, config.num_speakers)
+    voice.reference_peak = _peak(_raw_audio(voice, _calibration_unit(config)))
+    return voice
 
 
 class BadVoice(ValueError):
@@ -99,7 +111,35 @@ def _probe_unit(config: VoiceConfig) -> SpeechUnit:
     )
 
 
+def _calibration_unit(config: VoiceConfig) -> SpeechUnit:
+    unit = _probe_unit(config)
+    id_map = config.phoneme_id_map
+    ids = list(id_map.get("^", [])) + list(id_map.get("_", []))
+    for symbol in _CALIBRATION_IPA:
+        if symbol in id_map:
+            ids.extend(id_map[symbol])
+            ids.extend(id_map.get("_", []))
+    ids.extend(id_map.get("$", []))
+    # No noise: the same reference peak every time the voice loads (each speech slot loads its own copy).
+    fields = {f: getattr(unit, f) for f in unit.__struct_fields__}
+    return SpeechUnit(**{**fields, "phoneme_ids": ids or unit.phoneme_ids, "noise_scale": 0.0, "noise_w_scale": 0.0})
+
+
+def _peak(audio: np.ndarray) -> float:
+    return float(np.max(np.abs(audio))) if audio.size else 0.0
+
+
 def run_voice(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:
+    """The unit's audio as int16: scaled so that the voice's reference peak is full scale (Piper scales
+    each sentence to its own peak), or to the unit's own peak where that is higher."""
+    audio = _raw_audio(voice, unit)
+    peak = max(_peak(audio), voice.reference_peak)
+    if peak < 1e-8:
+        return np.zeros(audio.size, dtype=np.int16)
+    return np.clip(audio / peak * _MAX_WAV_VALUE, -_MAX_WAV_VALUE, _MAX_WAV_VALUE).astype(np.int16)
+
+
+def _raw_audio(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:
     ids = np.asarray(unit.phoneme_ids, dtype=np.int64).reshape(1, -1)
     args = {
         "input": ids,
@@ -108,12 +148,7 @@ def run_voice(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:
     }
     if voice.num_speakers > 1:
         args["sid"] = np.array([unit.speaker_id or 0], dtype=np.int64)
-    audio = voice.session.run(None, args)[0].squeeze()
-    # Like Piper: each unit is normalised to full scale, then converted to 16 bit.
-    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-    if peak < 1e-8:
-        return np.zeros(audio.size, dtype=np.int16)
-    return np.clip(audio / peak * _MAX_WAV_VALUE, -_MAX_WAV_VALUE, _MAX_WAV_VALUE).astype(np.int16)
+    return np.asarray(voice.session.run(None, args)[0]).squeeze()
 
 
 class PiperRunner:

@@ -11,6 +11,11 @@ docs/tts.md). The rest of that sentence is cut the same way at about twice that,
 synthesises (~0.1 s per second of audio) well within the playing time of the audio before it, even with
 a few streams starting together. A first unit shorter than ``FIRST_MIN_CHARS`` (under half a second) is
 merged with the next, so playback does not stutter right after the first sound.
+
+After that, units grow (``ramp``): a unit longer than ``RAMP_GROWTH`` times the text already spoken is cut
+at a clause boundary (never inside a clause) so that each early unit's synthesis stays short next to the
+audio queued before it, even when the first sentence was short and the second is long. Once a few units
+are out, the limit passes ``max_chars`` and units are whole sentences again (the most audio per call).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ FIRST_MIN_CHARS = 8
 FIRST_TARGET_CHARS = 12
 FIRST_MAX_CHARS = 20
 CHARS_PER_SECOND = 18.0
+RAMP_GROWTH = 3.0
 _WORD_GAP = re.compile(r"\s+")
 
 
@@ -125,7 +131,36 @@ def split_units(text: str, max_chars: int = MAX_UNIT_CHARS, first_min_chars: int
         if len(head) == 2:  # a ramp: the second unit about twice the first, so it is ready in time too
             head[1:] = cut_first(head[1], 2 * FIRST_TARGET_CHARS, FIRST_MIN_CHARS, 2 * FIRST_MAX_CHARS)
         units[0:1] = head
-    return units
+    return ramp(units)
+
+
+def ramp(units: list[str], growth: float = RAMP_GROWTH) -> list[str]:
+    """Cut each unit after the first that is longer than ``growth`` times the characters before it at a
+    clause boundary: the last one within that limit, else the first one after it (a clause is never cut),
+    keeping ``FIRST_MIN_CHARS`` on each side."""
+    out = units[:1]
+    spoken = len(units[0]) if units else 0
+    todo = units[1:]
+    while todo:
+        unit = todo.pop(0)
+        limit = max(2 * FIRST_MAX_CHARS, int(growth * spoken))
+        if len(unit) > limit:
+            cuts = [
+                m
+                for m in _CLAUSE_END.finditer(unit)
+                if m.start() >= FIRST_MIN_CHARS and len(unit) - m.end() >= FIRST_MIN_CHARS
+            ]
+            within = [m for m in cuts if m.start() <= limit]
+            cut = within[-1] if within else (cuts[0] if cuts else None)
+            if cut is not None:
+                head, tail = unit[: cut.start()].strip(), unit[cut.end() :].strip()
+                out.append(head)
+                spoken += len(head)
+                todo.insert(0, tail)
+                continue
+        out.append(unit)
+        spoken += len(unit)
+    return out
 
 
 def cut_first(
