@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
 CHUNK_S = 0.1
@@ -228,6 +227,8 @@ async def _settle(settled: asyncio.Event, committed: set[str], completed: set[st
 
 
 async def batch_loop(base_url: str, key: str, items: list[Item], stop: asyncio.Event, counts: dict[str, int]) -> None:
+    import httpx  # here, not at the top: parsing the CLI must not import the bench's dependencies
+
     async with httpx.AsyncClient(base_url=base_url, timeout=600, headers={"Authorization": f"Bearer {key}"}) as client:
         i = 0
         while not stop.is_set():
@@ -301,6 +302,8 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _batch_texts(base_url: str, key: str, items: list[Item]) -> list[str]:
+    import httpx
+
     with httpx.Client(base_url=base_url, timeout=600, headers={"Authorization": f"Bearer {key}"}) as client:
         return [
             client.post("/v1/audio/transcriptions", files={"file": it.path.open("rb")}, data={"model": "whisper-1"})
