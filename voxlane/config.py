@@ -97,22 +97,25 @@ class EngineConfig:
     max_batch_size: int = setting(8, "30 s windows per engine batch", minimum=1)
     max_batch_wait_ms: float = setting(5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
     tts_slots: int = setting(
-        max(1, CORES - 1),
+        CORES,
         "speech units synthesised at once, each on its own execution thread and onnxruntime session "
         "(units of different streams; one stream's units stay in order)",
         minimum=1,
-        shown_default="max(1, usable cores - 1)",
+        shown_default="usable cores",
     )
-    """One 1-thread session per core measured 1.1x the audio per second of one session on all cores, but a
-    speech unit on every core made the API process's event loop wait 125-140 ms for a CPU under 16 streams
-    (45 ms with one slot): one core stays for the API process (docs/tts.md, "Core budget")."""
+    """One 1-thread session per core: on an idle 2-core machine 2 slots gave 1.52x raw Piper's audio per second
+    and first audio p50 0.17-0.19 s at 8 streams, where 1 slot gave 0.80x and 0.5-0.7 s; the event loop's
+    largest stall under 16 streams stayed at 10-11 ms (docs/tts.md, "Core budget")."""
     tts_threads: int = setting(1, "onnxruntime threads of each speech slot's session", minimum=1)
     tts_mixed_slots: int = setting(
-        max(1, CORES // 2),
+        CORES,
         "speech slots used while Whisper windows are queued or running (the rest of the cores stay for ASR)",
         minimum=1,
-        shown_default="max(1, usable cores / 2)",
+        shown_default="usable cores",
     )
+    """Measured on 2 cores, 8 transcription clients + 8 speech streams, ABBA: with 2 slots ASR kept 0.70x of
+    its throughput alone and speech 0.61x (first audio p50 0.38-0.48 s); with 1, ASR 0.64x and speech 0.40x
+    (p50 3.7 s). Whisper runs 5 nicer than speech, so speech's slots do not take ASR's share beyond need."""
     tts_solo_threads: int = setting(
         CORES,
         "onnxruntime threads of the session that runs a speech unit alone (no other unit running or "
