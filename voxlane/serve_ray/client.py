@@ -54,13 +54,7 @@ class RayEngineClient(EngineClient):
         self.policy = RestartPolicy.from_config(config)
         self.stats = None
         """No one engine's counters: each replica's engine keeps its own."""
-        self.admission = Admission(
-            max_transcriptions=config.max_transcription_requests,
-            max_audio_s=config.max_queued_audio_s,
-            max_windows=config.max_queued_windows,
-            max_speech_streams=config.max_speech_streams,
-            max_speech_chars=config.max_queued_speech_chars,
-        )
+        self.admission = Admission.from_config(config)
         self.long_decodes = asyncio.Semaphore(max(1, config.audio_preprocess_workers - 1))
         self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
         self._calls: dict[str, set[asyncio.Task[None]]] = {}

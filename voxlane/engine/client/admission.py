@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from voxlane.config import ServerConfig
 from voxlane.errors import QueueFull
 
 RETRY_AFTER_MIN_S = 1.0
@@ -139,6 +140,16 @@ class Admission:
         self.speech_streams = 0
         self.chars = Queue("characters of text", "--max-queued-speech-chars", max_speech_chars, DrainRate(100.0))
         self._held: dict[str, _Held] = {}
+
+    @classmethod
+    def from_config(cls, config: ServerConfig) -> Admission:
+        return cls(
+            max_transcriptions=config.max_transcription_requests,
+            max_audio_s=config.max_queued_audio_s,
+            max_windows=config.max_queued_windows,
+            max_speech_streams=config.max_speech_streams,
+            max_speech_chars=config.max_queued_speech_chars,
+        )
 
     # --- transcriptions --------------------------------------------------------------------------
 

@@ -71,13 +71,7 @@ class EngineClient:
         self._launch = launch
         self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
         self._on_restart = on_restart
-        self.admission = Admission(
-            max_transcriptions=config.max_transcription_requests,
-            max_audio_s=config.max_queued_audio_s,
-            max_windows=config.max_queued_windows,
-            max_speech_streams=config.max_speech_streams,
-            max_speech_chars=config.max_queued_speech_chars,
-        )
+        self.admission = Admission.from_config(config)
         self.long_decodes = asyncio.Semaphore(max(1, config.audio_preprocess_workers - 1))
         """Uploads decoded past their first step (long audio) at once: one audio worker stays free for the
         short jobs of other requests (routes/transcriptions.py)."""
