@@ -131,7 +131,15 @@ def test_server_vad_finds_the_turn_and_streams_partials_before_the_final(
                 await asyncio.sleep(CHUNK_S / 2)  # twice real time
             return await reader
 
+    def pause_decodes_that_were_finals() -> float:
+        metrics = httpx.get(server.base_url + "/metrics").text
+        line = 'voxlane_realtime_pause_decodes_total{outcome="final"}'
+        return sum(float(x.split()[-1]) for x in metrics.splitlines() if x.startswith(line))
+
+    before = pause_decodes_that_were_finals()
     events = asyncio.run(session())
+    # the silence that ended the turn began as a pause: the final's decode started there, not at the stop
+    assert pause_decodes_that_were_finals() >= before + 1
     kinds = [e["type"] for e in events]
     for kind in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"):
         assert kind in kinds

@@ -31,6 +31,21 @@ def test_turns_start_with_prefix_padding_and_stop_after_the_silence() -> None:
     # 0.2 (between off=0.35 and on) twice, then speech: not a pause; three quiet frames end the turn
 
 
+def test_a_pause_comes_200_ms_into_the_silence_and_the_stop_names_the_same_quiet() -> None:
+    options = VadOptions(threshold=0.5, prefix_padding_ms=0, silence_duration_ms=500)  # 16 frames
+    detector = TurnDetector(options)
+    # speech, 8 quiet frames (a pause: 7 frames = 224 ms), speech again, then 16 quiet frames (pause, stop)
+    probs = np.array([0.9] * 5 + [0.1] * 8 + [0.9] * 3 + [0.1] * 20, dtype=np.float32)
+    events = detector.feed(probs)
+    assert [(e.kind, e.sample, e.quiet_from) for e in events] == [
+        ("start", 0, -1),
+        ("pause", 12 * FRAME, 5 * FRAME),
+        ("pause", 23 * FRAME, 16 * FRAME),
+        ("stop", 32 * FRAME, 16 * FRAME),
+    ]
+    # the first pause's quiet run was broken by speech: only the second one's decode may end the turn
+
+
 def test_a_stream_of_chunks_is_one_resampled_signal_and_finds_the_speech() -> None:
     clip = next(c for c in load_dev_set() if 3.0 < c.duration_s < 10.0)
     samples, rate = sf.read(clip.path, dtype="float32")

@@ -10,7 +10,10 @@ model, no clock), so the rules are unit-tested on made-up probabilities.
 Positions are samples at 16 kHz since the session's first audio. OpenAI's ``server_vad`` rules: speech
 starts where a frame's probability reaches ``threshold`` (the turn's audio begins ``prefix_padding_ms``
 before it), and stops once it has stayed under ``threshold - 0.15`` for ``silence_duration_ms`` (the
-turn's audio ends there, that silence included).
+turn's audio ends there, that silence included). voxlane adds a *pause* event ``PAUSE_MS`` into that
+silence: the session starts the turn's final decode there, so the text is on its way while server_vad
+still waits to be sure the speaker is done (a pause that speech then breaks costs one decode, whose text
+is sent as a delta).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from voxlane.audio.features import log_mel
 from voxlane.audio.resample import resamplers
 from voxlane.audio.vad import CONTEXT, FRAME, SAMPLE_RATE, VadOptions
 
+PAUSE_MS = 200
+"""Quiet after which a turn's final decode starts (when ``silence_duration_ms`` is longer than this): Silero
+scores the end of a word a frame or two late, so the audio to this point holds the turn's last word."""
 INPUT_RATES = (24000, 16000)
 """pcm16 sample rates a session accepts: OpenAI's 24 kHz, and 16 kHz (Whisper's own, no resampling)."""
 
@@ -50,9 +56,13 @@ def decode_pcm16(audio_b64: str) -> np.ndarray:
 @dataclass(frozen=True)
 class TurnEvent:
     kind: str
-    """'start' or 'stop'."""
+    """'start', 'pause' or 'stop'."""
     sample: int
-    """Where the turn's audio starts (prefix padding included) or ends (the closing silence included)."""
+    """Where the turn's audio starts (prefix padding included) or ends (the closing silence included; for a
+    pause, the quiet so far)."""
+    quiet_from: int = -1
+    """For 'pause' and 'stop': where the run of quiet frames began. A stop with the same ``quiet_from`` as
+    a pause ends the turn in the silence that pause was in: nothing was said between them."""
 
 
 @dataclass
@@ -66,12 +76,15 @@ class TurnDetector:
     speaking: bool = False
     quiet_since: int | None = None
     """Frame where the current run of quiet frames began, while speaking."""
+    paused: bool = False
+    """Whether the current run of quiet frames has sent its pause event."""
 
     def feed(self, probs: np.ndarray) -> list[TurnEvent]:
         on = self.options.threshold
         off = max(on - 0.15, 0.01)
         pad = self.options.prefix_padding_ms * SAMPLE_RATE // 1000
         silence_frames = max(1, -(-self.options.silence_duration_ms * SAMPLE_RATE // 1000 // FRAME))
+        pause_frames = -(-PAUSE_MS * SAMPLE_RATE // 1000 // FRAME)
         events = []
         for p in probs:
             i = self.frames_seen
@@ -82,14 +95,17 @@ class TurnDetector:
                     events.append(TurnEvent("start", self.origin + max(0, i * FRAME - pad)))
                 continue
             if p >= on:
-                self.quiet_since = None
+                self.quiet_since, self.paused = None, False
             elif p < off:
                 if self.quiet_since is None:
                     self.quiet_since = i
-                if i + 1 - self.quiet_since >= silence_frames:
-                    self.speaking = False
-                    events.append(TurnEvent("stop", self.origin + (i + 1) * FRAME))
-                    self.quiet_since = None
+                quiet, quiet_from = i + 1 - self.quiet_since, self.origin + self.quiet_since * FRAME
+                if quiet >= silence_frames:
+                    self.speaking, self.quiet_since, self.paused = False, None, False
+                    events.append(TurnEvent("stop", self.origin + (i + 1) * FRAME, quiet_from))
+                elif quiet >= pause_frames and not self.paused:
+                    self.paused = True
+                    events.append(TurnEvent("pause", self.origin + (i + 1) * FRAME, quiet_from))
         return events
 
 

@@ -108,6 +108,13 @@ class Metrics:
         self.realtime_partials = Counter(
             "voxlane_realtime_partials", "Partial decodes of live turns still open.", registry=registry
         )
+        self.realtime_pause_decodes = Counter(
+            "voxlane_realtime_pause_decodes",
+            "Final decodes started at a pause of a live turn, by outcome: 'final' (the silence ended the turn: "
+            "the decode is its text) or 'speech_went_on' (its text went out as a delta).",
+            ("outcome",),
+            registry=registry,
+        )
         self.realtime_final_seconds = Histogram(
             "voxlane_realtime_final_seconds",
             "From a live turn's commit (by the client, or by turn detection) to its completed text.",

@@ -11,7 +11,11 @@ Three kinds of work run beside the reader:
 - partials: a ticker starts one decode of the open turn's tail every ``--realtime-partial-interval-s``
   (one at a time; features cut to the audio, engine priority ``PARTIAL_DEADLINE_S``), and sends the
   words past those already sent as a ``...delta`` (the last word is held back: it may be cut off);
-- finals: each closed piece's decode (priority ``FINAL_DEADLINE_S``);
+- finals: each closed piece's decode (priority ``FINAL_DEADLINE_S``). With server_vad the last piece's
+  decode starts at the turn's *pause* (audio/live.py: ``PAUSE_MS`` into the silence), while server_vad still
+  waits for ``silence_duration_ms``; if that silence ends the turn, the decode is the turn's last piece
+  (its audio ends at the pause: what follows is silence), and if speech resumes, its text is sent as a
+  delta and the turn goes on;
 - completions: once a turn is committed and its pieces are decoded, the words not yet sent as a delta,
   then ``...completed`` with the whole text. Completions go out in turn order.
 
@@ -93,6 +97,8 @@ class Turn:
     tail: int = 0
     """First sample not yet in a piece."""
     pieces: list[Piece] = field(default_factory=list)
+    pause: tuple[int, Piece] | None = None
+    """The decode started at the last pause: (where its quiet began, the piece from ``tail`` to the pause)."""
     sent: list[str] = field(default_factory=list)
     """Words sent as deltas so far."""
     committed_at: float | None = None
@@ -261,6 +267,9 @@ class RealtimeSession:
                         "audio_start_ms": _ms(max(turn_event.sample, self.turn.start)),
                     }
                 )
+            elif turn_event.kind == "pause":
+                if self.turn is not None:
+                    self._start_pause_decode(self.turn, min(turn_event.sample, self.received), turn_event.quiet_from)
             elif self.turn is not None:
                 await self.send(
                     {
@@ -270,7 +279,7 @@ class RealtimeSession:
                         "audio_end_ms": _ms(turn_event.sample),
                     }
                 )
-                await self._commit(end=min(turn_event.sample, self.received))
+                await self._commit(end=min(turn_event.sample, self.received), quiet_from=turn_event.quiet_from)
         if self.turn is not None:
             if self.settings.turn_detection is not None and held_s > self.config.realtime_max_buffer_s:
                 await self._commit()  # speech with no pause for that long: commit what there is
@@ -290,6 +299,7 @@ class RealtimeSession:
 
     async def _clear(self, event: dict[str, Any]) -> None:
         if self.turn is not None:
+            self._drop_pause_decode(self.turn)
             for piece in self.turn.pieces:
                 piece.text.cancel()
             self.turn = None
@@ -304,7 +314,7 @@ class RealtimeSession:
             self.turn = Turn(new_id("item"), start, self._last_item_id)
             self._partial_upto = start
 
-    async def _commit(self, end: int | None = None) -> None:
+    async def _commit(self, end: int | None = None, quiet_from: int | None = None) -> None:
         turn = self.turn
         if turn is None:
             return
@@ -312,6 +322,15 @@ class RealtimeSession:
         self.turn = None
         self._last_turn_end = end
         self._cancel_partial()
+        if turn.pause is not None and turn.pause[0] == quiet_from and turn.pause[1].start == turn.tail:
+            # the silence that ends the turn is the pause's: its decode (started then) is the last piece
+            piece = turn.pause[1]
+            turn.pause = None
+            self.state.metrics.realtime_pause_decodes.labels("final").inc()
+            turn.pieces.append(Piece(piece.start, end, piece.text))
+            turn.tail = end
+        else:
+            self._drop_pause_decode(turn)
         if end > turn.tail:
             self._close_piece(turn, end)
         turn.committed_at = time.monotonic()
@@ -336,6 +355,7 @@ class RealtimeSession:
         region = self._audio(search_from, self.received)
         cut = search_from + await self.state.executors.run("live", quietest_point, region, SAMPLE_RATE)
         self._cancel_partial()
+        self._drop_pause_decode(turn)
         self._close_piece(turn, cut)
 
     def _close_piece(self, turn: Turn, end: int) -> None:
@@ -344,6 +364,38 @@ class RealtimeSession:
         turn.pieces.append(Piece(turn.tail, end, task))
         turn.tail = end
         self._partial_upto = end
+
+    def _start_pause_decode(self, turn: Turn, end: int, quiet_from: int) -> None:
+        """Start the turn's final decode at a pause (see the module's docstring); it stands in for the
+        partial of this tick."""
+        if end - turn.tail < int(MIN_TURN_S * SAMPLE_RATE):
+            return
+        self._drop_pause_decode(turn)
+        self._cancel_partial()
+        task = self._spawn(self._pause_decode(turn, self._audio(turn.tail, end), turn.tail, end))
+        task.add_done_callback(_retrieve)
+        turn.pause = (quiet_from, Piece(turn.tail, end, task))
+        self._partial_upto = end
+        self._last_partial_at = time.monotonic()
+
+    async def _pause_decode(self, turn: Turn, pcm: np.ndarray, start: int, end: int) -> str:
+        """A piece's final decode from ``start`` to a pause; while the turn is still open, the words past
+        those already sent go out as a delta at once (all of them: the audio ends in silence)."""
+        text = await self._decode(pcm, start, partial=False)
+        if self.turn is turn and turn.tail == start and all(p.text.done() for p in turn.pieces):
+            with contextlib.suppress(asyncio.CancelledError, VoxlaneError):
+                words = [w for p in turn.pieces for w in _words(p.text.result())] + _words(text)
+                if words[len(turn.sent) :]:
+                    self.state.metrics.realtime_partials.inc()
+                    await self._delta(turn, words[len(turn.sent) :], end)
+        return text
+
+    def _drop_pause_decode(self, turn: Turn) -> None:
+        """Cancel a pause's decode that will not be the turn's last piece (speech went on)."""
+        if turn.pause is not None:
+            turn.pause[1].text.cancel()
+            turn.pause = None
+            self.state.metrics.realtime_pause_decodes.labels("speech_went_on").inc()
 
     async def _complete(self, turn: Turn, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
@@ -453,6 +505,7 @@ class RealtimeSession:
         n_mels = engine.n_mels
         offset_s = start / SAMPLE_RATE
         speech = None
+        asked = time.monotonic()
         if partial:
             features, n_frames = await self.state.executors.run("live", partial_features, pcm, n_mels)
         else:
@@ -480,6 +533,13 @@ class RealtimeSession:
             async for result in stream.results(self.config.request_timeout_s):
                 if result.error:
                     raise VoxlaneError(f"transcription failed: {result.error}")
+                log.debug(
+                    "realtime %s: %.2f s of audio, %d frames, %.0f ms",
+                    "partial" if partial else "final",
+                    duration_s,
+                    features.shape[1],
+                    (time.monotonic() - asked) * 1000,
+                )
                 segments = result.segments
                 if partial:  # a loop on features cut short repeats itself at the very end of the audio
                     segments = [s for s in segments if s.start < offset_s + duration_s - 0.3]
@@ -524,6 +584,12 @@ class RealtimeSession:
     async def error(self, exc: VoxlaneError, event_id: str | None = None) -> None:
         self.state.metrics.realtime_errors.labels(exc.code or exc.error_type).inc()
         await self.send(error_event(exc, event_id))
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Done callback of a task no one may await (a dropped pause decode): mark its error as seen."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _ms(sample: int) -> int:
