@@ -148,6 +148,8 @@ async def stream(
     last_text_at: dict[str, float] = {}
     committed: set[str] = set()
     completed: set[str] = set()
+    turn_ended_at: dict[str, float] = {}
+    """Per turn, when the audio that ended it had been sent (speech_stopped's audio_end_ms, or the commit)."""
     settled = asyncio.Event()
     """Set whenever every committed turn has its text and none is open."""
 
@@ -177,19 +179,19 @@ async def stream(
                     if "audio_end_ms" in event:
                         result.delta_latencies_s.append(now - result.sent_time(event["audio_end_ms"]))
                 elif kind == "input_audio_buffer.speech_stopped":
-                    result.final_latencies_s.append(-result.sent_time(event["audio_end_ms"]))
+                    turn_ended_at[event["item_id"]] = result.sent_time(event["audio_end_ms"])
                 elif kind == "input_audio_buffer.committed":
                     committed.add(event["item_id"])
                     opened = turns_open.pop(event["item_id"], None)
                     if opened is not None:
                         result.open_s += now - opened
                     if manual:
-                        result.final_latencies_s.append(-now)
+                        turn_ended_at.setdefault(event["item_id"], now)
                     settled.clear()
                 elif kind.endswith(".completed"):
                     completed.add(event["item_id"])
-                    if result.final_latencies_s and result.final_latencies_s[-1] < 0:
-                        result.final_latencies_s[-1] += now
+                    if event["item_id"] in turn_ended_at:  # (a turn the stream's end committed has no stop)
+                        result.final_latencies_s.append(now - turn_ended_at.pop(event["item_id"]))
                     result.transcripts.append(event["transcript"])
                     result.last_final_at = now
                     if not turns_open and committed <= completed:
@@ -214,7 +216,6 @@ async def stream(
         except TimeoutError:
             result.errors.append(f"the turns' text had not all come within {settle_s:g} s of the end of the audio")
         reader.cancel()
-    result.final_latencies_s = [x for x in result.final_latencies_s if x >= 0]
     return result
 
 

@@ -65,7 +65,8 @@ CUT_SEARCH_S = 8.0
 MIN_TURN_S = 0.1
 """A commit of less audio than this is refused (OpenAI: at least 100 ms)."""
 MIN_PARTIAL_S = 0.5
-"""A tail shorter than this is not worth a partial decode."""
+"""A tail with less speech than this (server_vad: counted from where speech started, not from the padding
+and look-back before it) is not worth a partial decode."""
 PARTIAL_DEADLINE_S = 0.5
 FINAL_DEADLINE_S = 0.1
 """Engine priorities (``WindowRequest.deadline_s``): a final is due sooner than a partial."""
@@ -96,6 +97,9 @@ class Turn:
     previous_item_id: str | None
     tail: int = 0
     """First sample not yet in a piece."""
+    speech_from: int = 0
+    """Where server_vad heard the speech begin (after the turn's padding and look-back); the turn's start
+    without turn detection."""
     pieces: list[Piece] = field(default_factory=list)
     pause: tuple[int, Piece] | None = None
     """The decode started at the last pause: (where its quiet began, the piece from ``tail`` to the pause)."""
@@ -104,7 +108,7 @@ class Turn:
     committed_at: float | None = None
 
     def __post_init__(self) -> None:
-        self.tail = self.start
+        self.tail = self.speech_from = self.start
 
 
 class RealtimeSession:
@@ -259,6 +263,8 @@ class RealtimeSession:
                 lookback = int(LOOKBACK_S * SAMPLE_RATE)
                 self._open(max(turn_event.sample - lookback, self._last_turn_end, self._pcm_start))
                 assert self.turn is not None
+                pad = self.settings.turn_detection.prefix_padding_ms if self.settings.turn_detection else 0
+                self.turn.speech_from = turn_event.sample + pad * SAMPLE_RATE // 1000
                 await self.send(
                     {
                         "type": "input_audio_buffer.speech_started",
@@ -366,17 +372,16 @@ class RealtimeSession:
         self._partial_upto = end
 
     def _start_pause_decode(self, turn: Turn, end: int, quiet_from: int) -> None:
-        """Start the turn's final decode at a pause (see the module's docstring); it stands in for the
-        partial of this tick."""
+        """Start the turn's final decode at a pause (see the module's docstring). Partials go on beside it
+        (a pause that speech breaks would otherwise hold them up)."""
         if end - turn.tail < int(MIN_TURN_S * SAMPLE_RATE):
             return
+        if self._completion is not None and not self._completion.done():
+            return  # the previous turn's text is not out yet: the engine is behind, and this one waits for it
         self._drop_pause_decode(turn)
-        self._cancel_partial()
         task = self._spawn(self._pause_decode(turn, self._audio(turn.tail, end), turn.tail, end))
         task.add_done_callback(_retrieve)
         turn.pause = (quiet_from, Piece(turn.tail, end, task))
-        self._partial_upto = end
-        self._last_partial_at = time.monotonic()
 
     async def _pause_decode(self, turn: Turn, pcm: np.ndarray, start: int, end: int) -> str:
         """A piece's final decode from ``start`` to a pause; while the turn is still open, the words past
@@ -449,7 +454,8 @@ class RealtimeSession:
             turn = self.turn
             if turn is None or (self._partial is not None and not self._partial.done()):
                 continue
-            if (self.received - turn.tail) / SAMPLE_RATE < MIN_PARTIAL_S or self.received <= self._partial_upto:
+            speech_s = (self.received - max(turn.tail, turn.speech_from)) / SAMPLE_RATE
+            if speech_s < MIN_PARTIAL_S or self.received <= self._partial_upto:
                 continue
             if time.monotonic() - self._last_partial_at < interval:
                 continue
