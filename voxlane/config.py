@@ -200,6 +200,15 @@ class ServerConfig:
         4096, "longest text accepted by /v1/audio/speech, in characters (OpenAI's limit)", minimum=1
     )
     max_speech_streams: int = setting(256, "speech streams at once before new requests get 429", minimum=1)
+    speech_clause_chars: int = setting(
+        60,
+        "speech units longer than this many characters are cut at clause boundaries (, ; : dashes), never "
+        "inside a clause; 300 or more turns this off",
+        minimum=1,
+    )
+    """A speech slot runs a unit to its end, so shorter units let other streams' next units and first units
+    in sooner: at 16 streams on 2 cores the last stream's first audio came sooner with 80 than with whole
+    sentences (docs/tts.md, "Issue 11, second round")."""
     max_queued_speech_chars: int = setting(
         32768,
         "characters of /v1/audio/speech input admitted and not yet spoken, over all streams, before new "
