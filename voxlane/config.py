@@ -133,6 +133,15 @@ class EngineConfig:
         "order of speech units: deadline (earliest playback deadline first) or fifo (first come, first served)",
         choices=("deadline", "fifo"),
     )
+    tts_cost_headroom: float = setting(
+        1.15,
+        "factor on the estimated synthesis time of speech units when the scheduler decides whether a new "
+        "stream can start now without making a playing stream run dry",
+        minimum=1.0,
+    )
+    """Higher: fewer risks taken for started streams, new streams wait longer for first audio. 1.25 until
+    the second round of issue 11 (docs/tts.md): with 60-character units, 1.15 kept every stream playing in
+    the scheduler's simulation with noisy costs and on the machine, and let the 16th stream start sooner."""
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
 
