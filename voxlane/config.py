@@ -115,7 +115,7 @@ class EngineConfig:
     )
     """Measured on 2 cores, 8 transcription clients + 8 speech streams, ABBA: with 2 slots ASR kept 0.70x of
     its throughput alone and speech 0.61x (first audio p50 0.38-0.48 s); with 1, ASR 0.64x and speech 0.40x
-    (p50 3.7 s). Whisper runs 5 nicer than speech, so speech's slots do not take ASR's share beyond need."""
+    (p50 3.7 s). Whisper runs --asr-niceness nicer than speech, so speech's slots do not take ASR's share beyond need."""
     tts_solo_threads: int = setting(
         CORES,
         "onnxruntime threads of the session that runs a speech unit alone (no other unit running or "
@@ -125,6 +125,14 @@ class EngineConfig:
     )
     """A lone stream's units cannot run in parallel (they play in order), so the idle cores go into that
     unit instead: its first audio comes sooner."""
+    asr_niceness: int = setting(
+        10,
+        "how much nicer (lower CPU priority) Whisper's threads run than the speech threads in the engine",
+        minimum=0,
+        maximum=19,
+    )
+    """Speech plays in real time and transcription is batch work: when both want a core, speech should win.
+    Linux gives a thread 1.25x less CPU weight per step of niceness (docs/tts.md, "Issue 11, second round")."""
     tts_max_loaded_voices: int = setting(
         4, "Piper voices kept loaded in the engine (least recently used unloaded)", minimum=1
     )
