@@ -115,7 +115,8 @@ class EngineConfig:
     )
     """Measured on 2 cores, 8 transcription clients + 8 speech streams, ABBA: with 2 slots ASR kept 0.70x of
     its throughput alone and speech 0.61x (first audio p50 0.38-0.48 s); with 1, ASR 0.64x and speech 0.40x
-    (p50 3.7 s). Whisper runs --asr-niceness nicer than speech, so speech's slots do not take ASR's share beyond need."""
+    (p50 3.7 s). Whisper runs --asr-niceness nicer than speech, so speech's slots do not take ASR's share
+    beyond need."""
     tts_solo_threads: int = setting(
         CORES,
         "onnxruntime threads of the session that runs a speech unit alone (no other unit running or "
