@@ -143,14 +143,16 @@ class EngineConfig:
         choices=("deadline", "fifo"),
     )
     tts_cost_headroom: float = setting(
-        1.15,
+        1.25,
         "factor on the estimated synthesis time of speech units when the scheduler decides whether a new "
         "stream can start now without making a playing stream run dry",
         minimum=1.0,
     )
-    """Higher: fewer risks taken for started streams, new streams wait longer for first audio. 1.25 until
-    the second round of issue 11 (docs/tts.md): with 60-character units, 1.15 kept every stream playing in
-    the scheduler's simulation with noisy costs and on the machine, and let the 16th stream start sooner."""
+    """Higher: fewer risks taken for started streams, new streams wait longer for first audio. 1.15 started
+    the 16th of 16 streams a little sooner, but under mixed load (8 transcription clients + 8 speech
+    streams) one speech stream of 16 stalled in 3 of 4 rounds at 1.15 and none at 1.25 (docs/tts.md, "Issue
+    11, second round"): Whisper starting and stopping moves the cost of speech units more than the smoothed
+    estimate follows."""
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
 

@@ -288,20 +288,21 @@ def test_on_a_quiet_machine_two_slots_start_8_streams_within_the_targets_and_non
 def test_clause_sized_units_start_the_16th_stream_sooner() -> None:
     """A slot runs a unit to its end: with whole sentences (up to 300 characters) the last of 16 streams
     waited 4.6 s here, behind long units of streams that were safe anyway; with units cut at clauses to 60
-    characters it starts after 2.3 s (1.6 s at the machine's speed when quiet), and no stream runs dry."""
-    whole, dry_whole = _simulate(16, slots=2, clause_chars=300, cost_headroom=1.25)
+    characters it starts after 3.0 s (2.1 s at the machine's speed when quiet), and no stream runs dry."""
+    whole, dry_whole = _simulate(16, slots=2, clause_chars=300)
     capped, dry_capped = _simulate(16, slots=2)
     assert dry_whole == 0 and dry_capped == 0
-    assert max(capped) < 0.6 * max(whole), (max(capped), max(whole))
+    assert max(capped) < 0.7 * max(whole), (max(capped), max(whole))
     fast, dry_fast = _simulate(16, slots=2, s_per_id=0.0021)
-    assert dry_fast == 0 and max(fast) <= 2.0, sorted(fast)
+    assert dry_fast == 0 and max(fast) < 2.5, sorted(fast)
 
 
 def test_no_stream_runs_dry_when_unit_costs_vary() -> None:
     """The estimates are smoothed averages, and a unit can take longer than its estimate (other work on
     the core, a hard text): with costs off by a lognormal factor of sigma 0.3 (a unit 1.35x its estimate
-    about one time in six), the default headroom still keeps every started stream playing, in 10 runs of
-    16 streams at two machine speeds."""
+    about one time in six), the default headroom keeps every started stream playing, in 10 runs of 16
+    streams at two machine speeds. (The machine is harsher: under mixed load a headroom of 1.15, which
+    passes here, let one stream of 16 stall; docs/tts.md.)"""
     for seed in range(10):
         for s_per_id in (0.0024, 0.0021):
             _, dry = _simulate(16, slots=2, s_per_id=s_per_id, noise=0.3, seed=seed)

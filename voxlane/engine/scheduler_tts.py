@@ -43,7 +43,7 @@ SAFETY_S = 1.0
 """Audio a started stream should still have buffered when its next unit is due (its EDF key)."""
 RISK_MARGIN_S = 0.3
 """Audio a stream must still have when its next unit is estimated to finish, for a new stream to start."""
-COST_HEADROOM = 1.15
+COST_HEADROOM = 1.25
 """Estimated synthesis times are stretched by this much when deciding whether a new stream fits
 (``--tts-cost-headroom``; the default is in config.py, and why)."""
 INITIAL_S_PER_ID = 0.003
