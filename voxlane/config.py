@@ -227,8 +227,8 @@ class ServerConfig:
         minimum=1,
     )
     """A speech slot runs a unit to its end, so shorter units let other streams' next units and first units
-    in sooner: at 16 streams on 2 cores the last stream's first audio came sooner with 80 than with whole
-    sentences (docs/tts.md, "Issue 11, second round")."""
+    in sooner: at 16 streams on 2 cores the last stream's first audio came after 2.3-2.9 s with 60, 4.2-6.4 s
+    with whole sentences, in the same run (docs/tts.md, "Issue 11, second round")."""
     max_queued_speech_chars: int = setting(
         32768,
         "characters of /v1/audio/speech input admitted and not yet spoken, over all streams, before new "

@@ -20,8 +20,9 @@ are out, the limit passes ``max_chars`` and units are whole sentences again (the
 Last, a unit longer than ``clause_chars`` is cut at its clause boundaries into pieces of at most that many
 characters where the clauses allow (``cap_clauses``; never inside a clause). A speech slot runs a unit to
 its end, so a long unit holds a core for a long time while other streams wait for their next unit or their
-first: at 16 streams on 2 cores, cutting at 80 characters instead of 300 took the last stream's first
-audio from 4.6 s to 3.3 s in the scheduler's simulation (docs/tts.md, "Issue 11, second round").
+first: at 16 streams on 2 cores, cutting at 60 characters instead of 300 took the last stream's first
+audio from 4.6 s to 3.0 s in the scheduler's simulation, and from 4.2-6.4 s to 2.3-2.9 s on the machine
+(docs/tts.md, "Issue 11, second round").
 """
 
 from __future__ import annotations
