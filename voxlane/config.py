@@ -115,7 +115,8 @@ class EngineConfig:
     )
     """Measured on 2 cores, 8 transcription clients + 8 speech streams, ABBA: with 2 slots ASR kept 0.70x of
     its throughput alone and speech 0.61x (first audio p50 0.38-0.48 s); with 1, ASR 0.64x and speech 0.40x
-    (p50 3.7 s). Whisper runs 5 nicer than speech, so speech's slots do not take ASR's share beyond need."""
+    (p50 3.7 s). Whisper runs --asr-niceness nicer than speech, so speech's slots do not take ASR's share
+    beyond need."""
     tts_solo_threads: int = setting(
         CORES,
         "onnxruntime threads of the session that runs a speech unit alone (no other unit running or "
@@ -125,6 +126,14 @@ class EngineConfig:
     )
     """A lone stream's units cannot run in parallel (they play in order), so the idle cores go into that
     unit instead: its first audio comes sooner."""
+    asr_niceness: int = setting(
+        10,
+        "how much nicer (lower CPU priority) Whisper's threads run than the speech threads in the engine",
+        minimum=0,
+        maximum=19,
+    )
+    """Speech plays in real time and transcription is batch work: when both want a core, speech should win.
+    Linux gives a thread 1.25x less CPU weight per step of niceness (docs/tts.md, "Issue 11, second round")."""
     tts_max_loaded_voices: int = setting(
         4, "Piper voices kept loaded in the engine (least recently used unloaded)", minimum=1
     )
@@ -133,6 +142,17 @@ class EngineConfig:
         "order of speech units: deadline (earliest playback deadline first) or fifo (first come, first served)",
         choices=("deadline", "fifo"),
     )
+    tts_cost_headroom: float = setting(
+        1.25,
+        "factor on the estimated synthesis time of speech units when the scheduler decides whether a new "
+        "stream can start now without making a playing stream run dry",
+        minimum=1.0,
+    )
+    """Higher: fewer risks taken for started streams, new streams wait longer for first audio. 1.15 started
+    the 16th of 16 streams a little sooner, but under mixed load (8 transcription clients + 8 speech
+    streams) one speech stream of 16 stalled in 3 of 4 rounds at 1.15 and none at 1.25 (docs/tts.md, "Issue
+    11, second round"): Whisper starting and stopping moves the cost of speech units more than the smoothed
+    estimate follows."""
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
 
@@ -200,6 +220,15 @@ class ServerConfig:
         4096, "longest text accepted by /v1/audio/speech, in characters (OpenAI's limit)", minimum=1
     )
     max_speech_streams: int = setting(256, "speech streams at once before new requests get 429", minimum=1)
+    speech_clause_chars: int = setting(
+        60,
+        "speech units longer than this many characters are cut at clause boundaries (, ; : dashes), never "
+        "inside a clause; 300 or more turns this off",
+        minimum=1,
+    )
+    """A speech slot runs a unit to its end, so shorter units let other streams' next units and first units
+    in sooner: at 16 streams on 2 cores the last stream's first audio came after 2.3-2.9 s with 60, 4.2-6.4 s
+    with whole sentences, in the same run (docs/tts.md, "Issue 11, second round")."""
     max_queued_speech_chars: int = setting(
         32768,
         "characters of /v1/audio/speech input admitted and not yet spoken, over all streams, before new "

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import statistics
 
-from voxlane.engine.scheduler_tts import TtsScheduler, UnitWork
+from voxlane.engine.scheduler_tts import COST_HEADROOM, TtsScheduler, UnitWork
 from voxlane.messages import SpeechUnit
+from voxlane.text.sentences import CLAUSE_CHARS
 
 
 def unit(request_id: str, index: int, last: bool = False) -> UnitWork:
@@ -215,23 +216,33 @@ def test_a_unit_on_the_solo_session_does_not_teach_the_cost_of_parallel_work() -
     assert s.s_per_id > before
 
 
-def _simulate(streams: int, slots: int, s_per_id: float = 0.0024) -> tuple[list[float], int]:
+def _simulate(
+    streams: int,
+    slots: int,
+    s_per_id: float = 0.0024,
+    clause_chars: int = CLAUSE_CHARS,
+    noise: float = 0.0,
+    seed: int = 0,
+    cost_headroom: float = COST_HEADROOM,
+) -> tuple[list[float], int]:
     """The 16 paragraphs (cycled) as ``streams`` streams arriving together, units as the server splits
     them, on ``slots`` parallel slots with a fake clock: Piper's cost and audio per phoneme id on one core
-    of this machine, quiet (2.4 ms and 28 ms per id; about 2 ids per character). Returns each stream's
-    time to first audio and the number of streams whose player (starting at the first unit, playing in
-    real time) ever ran dry."""
+    of this machine, quiet (2.4 ms and 28 ms per id; about 2 ids per character), each unit's cost times a
+    lognormal factor of sigma ``noise``. Returns each stream's time to first audio and the number of
+    streams whose player (starting at the first unit, playing in real time) ever ran dry."""
     import heapq as hq
+    import random
 
     from voxlane.bench.paragraphs import PARAGRAPHS
     from voxlane.text.normalise import normalise
     from voxlane.text.sentences import split_units
 
-    s = TtsScheduler("deadline")
+    rng = random.Random(seed)
+    s = TtsScheduler("deadline", cost_headroom)
     s.slots = slots
     audio_per_id = 0.028
     for n in range(streams):
-        units = split_units(normalise(PARAGRAPHS[n % len(PARAGRAPHS)]))
+        units = split_units(normalise(PARAGRAPHS[n % len(PARAGRAPHS)]), clause_chars=clause_chars)
         for i, text in enumerate(units):
             ids = [1] * (2 * len(text))
             s.add(UnitWork(SpeechUnit(f"s{n}", i, i == len(units) - 1, "m", "c", ids, 1.0, 0.667, 0.8)), now=0.0)
@@ -240,7 +251,8 @@ def _simulate(streams: int, slots: int, s_per_id: float = 0.0024) -> tuple[list[
     t, seq = 0.0, 0
     while True:
         while len(running) < slots and (work := s.next_unit(t)) is not None:
-            hq.heappush(running, (t + len(work.msg.phoneme_ids) * s_per_id, seq, work))
+            cost = len(work.msg.phoneme_ids) * s_per_id * (rng.lognormvariate(0.0, noise) if noise else 1.0)
+            hq.heappush(running, (t + cost, seq, work))
             seq += 1
         if not running:
             break
@@ -264,10 +276,48 @@ def test_on_a_quiet_machine_two_slots_start_8_streams_within_the_targets_and_non
     """The policy on a fake clock, not the machine: issue 11's targets at 8 streams (TTFP p50 <= 0.4 s,
     p99 <= 1 s, no stall) are met on two slots and missed on one; at 16 streams (70% of two slots'
     capacity here) the median still starts within 1 s and started streams never run dry, while the last
-    streams wait for the first ones to build a buffer (measured 4.5 s: the p99 target of 2 s is not met)."""
+    streams wait for the first ones to build a buffer."""
     ttfp, dry = _simulate(8, slots=2)
     assert dry == 0 and statistics.median(ttfp) <= 0.4 and max(ttfp) <= 1.0, sorted(ttfp)
     ttfp_one, _ = _simulate(8, slots=1)
     assert max(ttfp_one) > 1.0
     ttfp16, dry16 = _simulate(16, slots=2)
     assert dry16 == 0 and statistics.median(ttfp16) <= 1.0, sorted(ttfp16)
+
+
+def test_clause_sized_units_start_the_16th_stream_sooner() -> None:
+    """A slot runs a unit to its end: with whole sentences (up to 300 characters) the last of 16 streams
+    waited 4.6 s here, behind long units of streams that were safe anyway; with units cut at clauses to 60
+    characters it starts after 3.0 s (2.1 s at the machine's speed when quiet), and no stream runs dry."""
+    whole, dry_whole = _simulate(16, slots=2, clause_chars=300)
+    capped, dry_capped = _simulate(16, slots=2)
+    assert dry_whole == 0 and dry_capped == 0
+    assert max(capped) < 0.7 * max(whole), (max(capped), max(whole))
+    fast, dry_fast = _simulate(16, slots=2, s_per_id=0.0021)
+    assert dry_fast == 0 and max(fast) < 2.5, sorted(fast)
+
+
+def test_no_stream_runs_dry_when_unit_costs_vary() -> None:
+    """The estimates are smoothed averages, and a unit can take longer than its estimate (other work on
+    the core, a hard text): with costs off by a lognormal factor of sigma 0.3 (a unit 1.35x its estimate
+    about one time in six), the default headroom keeps every started stream playing, in 10 runs of 16
+    streams at two machine speeds. (The machine is harsher: under mixed load a headroom of 1.15, which
+    passes here, let one stream of 16 stall; docs/tts.md.)"""
+    for seed in range(10):
+        for s_per_id in (0.0024, 0.0021):
+            _, dry = _simulate(16, slots=2, s_per_id=s_per_id, noise=0.3, seed=seed)
+            assert dry == 0, (seed, s_per_id)
+
+
+def test_cost_headroom_decides_how_close_a_new_stream_may_cut_it() -> None:
+    # 'a' plays from 0.0 with 1.0 s delivered; its next unit costs 0.3 s. On one slot, b's one-unit stream
+    # first and then a's next unit end at 0.6 s x headroom, which must be before 1.0 - 0.3 s.
+    for headroom, first in ((1.15, "b"), (1.25, "a")):
+        s = TtsScheduler("deadline", cost_headroom=headroom)
+        for i in range(4):
+            s.add(unit("a", i, last=i == 3), now=0.0)
+        s.next_unit(0.0)
+        s.done("a", 1.0, 0.0)
+        s.s_per_id, s.audio_per_id_s = 0.1, 0.2  # 0.3 s and 0.6 s per unit of 3 ids
+        s.add(unit("b", 0, last=True), now=0.0)
+        assert s.next_unit(0.0).request_id == first, headroom

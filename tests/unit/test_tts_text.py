@@ -12,7 +12,7 @@ from voxlane.audio.encode import SPEECH_FORMATS, StreamEncoder, output_rate
 from voxlane.config import default_voice_paths
 from voxlane.text.normalise import normalise
 from voxlane.text.phonemes import phoneme_ids
-from voxlane.text.sentences import split_long, split_sentences, split_units
+from voxlane.text.sentences import cap_clauses, split_long, split_sentences, split_units
 from voxlane.voice_config import load_voice_config
 
 
@@ -70,7 +70,7 @@ def test_units_grow_and_a_long_second_sentence_is_cut_at_a_clause_early_on() -> 
         "chuck wood at all, and that the question is a joke. It has puzzled children, and their parents, for "
         "more than a hundred years, in every country where the rhyme is known."
     )
-    units = split_units(text)
+    units = split_units(text, clause_chars=300)  # the ramp alone (clause_chars: the next test)
     # A 13-character first unit, then the long second sentence cut at its first comma (no clause of it fits
     # in three times what was spoken) ...
     assert units[:2] == ["Nobody knows.", "Some say it would chuck as much as it could,"]
@@ -82,6 +82,36 @@ def test_units_grow_and_a_long_second_sentence_is_cut_at_a_clause_early_on() -> 
         "rhyme is known.",
     ]
     assert " ".join(units) == text
+
+
+def test_long_units_are_cut_at_clauses_into_pieces_of_at_most_clause_chars() -> None:
+    text = (
+        "Nobody knows. Some say it would chuck as much as it could, while others insist that woodchucks do not "
+        "chuck wood at all, and that the question is a joke. It has puzzled children, and their parents, for "
+        "more than a hundred years, in every country where the rhyme is known."
+    )
+    units = split_units(text, clause_chars=60)
+    assert units == [
+        "Nobody knows.",
+        "Some say it would chuck as much as it could,",
+        "while others insist that woodchucks do not chuck wood at all,",  # one clause of 61: kept whole
+        "and that the question is a joke.",
+        "It has puzzled children, and their parents,",
+        "for more than a hundred years,",
+        "in every country where the rhyme is known.",
+    ]
+    assert " ".join(units) == text  # nothing lost or reordered
+
+
+def test_a_clause_is_never_cut_and_a_tiny_last_clause_joins_the_one_before() -> None:
+    assert cap_clauses(["one two three four five six seven eight nine ten eleven twelve"], 20) == [
+        "one two three four five six seven eight nine ten eleven twelve"
+    ]
+    assert cap_clauses(["a first clause of some length, and a second one, too."], 30) == [
+        "a first clause of some length,",
+        "and a second one, too.",
+    ]
+    assert cap_clauses(["a first clause of some length here, ok."], 30) == ["a first clause of some length here, ok."]
 
 
 def test_first_unit_is_half_a_second_to_a_second_and_a_bit_of_audio() -> None:

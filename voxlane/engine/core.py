@@ -71,7 +71,14 @@ class EngineCore:
         self._on_batch_done = on_batch_done
         self._stats = StatsRecorder()
         self.tts = (
-            TtsCore(tts_runners, config.tts_order, on_batch_done, config.tts_mixed_slots, tts_solo_runner)
+            TtsCore(
+                tts_runners,
+                config.tts_order,
+                on_batch_done,
+                config.tts_mixed_slots,
+                tts_solo_runner,
+                config.tts_cost_headroom,
+            )
             if tts_runners
             else None
         )

@@ -49,8 +49,6 @@ _WAKE = object()  # put on the input queue when a batch finishes
 _PARENT_CHECK_S = 1.0
 _STATS_INTERVAL_S = 1.0  # EngineStats to the API process at most this often (the loop wakes at least as often)
 ENGINE_NICENESS = 5
-# Speech plays in real time, transcription is batch work: when both want the cores, the speech threads win.
-WHISPER_EXTRA_NICENESS = 5
 T = TypeVar("T")
 
 
@@ -190,7 +188,7 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:
     from voxlane.runners.whisper import WhisperRunner
 
     try:
-        runner = _in_nicer_thread(lambda: WhisperRunner.load(config), WHISPER_EXTRA_NICENESS)
+        runner = _in_nicer_thread(lambda: WhisperRunner.load(config), config.asr_niceness)
     except Exception as exc:
         raise RuntimeError(f"could not load the Whisper model from {config.model_path}: {exc}") from exc
     try:

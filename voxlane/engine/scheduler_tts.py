@@ -44,7 +44,8 @@ SAFETY_S = 1.0
 RISK_MARGIN_S = 0.3
 """Audio a stream must still have when its next unit is estimated to finish, for a new stream to start."""
 COST_HEADROOM = 1.25
-"""Estimated synthesis times are stretched by this much when deciding whether a new stream fits."""
+"""Estimated synthesis times are stretched by this much when deciding whether a new stream fits
+(``--tts-cost-headroom``; the default is in config.py, and why)."""
 INITIAL_S_PER_ID = 0.003
 INITIAL_AUDIO_PER_ID_S = 0.028
 """Guesses before the first unit is measured (Piper medium, one onnxruntime thread: ~2.4 ms of
@@ -86,10 +87,12 @@ class StreamState:
 
 
 class TtsScheduler:
-    def __init__(self, order: str = "deadline") -> None:
+    def __init__(self, order: str = "deadline", cost_headroom: float = COST_HEADROOM) -> None:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}")
         self.order = order
+        self.cost_headroom = cost_headroom
+        """Estimated synthesis times are stretched by this much in ``admissible``."""
         self.slots = 1
         """Units the caller can run at once; ``admissible`` plays the queue forward on this many slots."""
         self._streams: dict[str, StreamState] = {}
@@ -154,7 +157,7 @@ class TtsScheduler:
     def admissible(self, new: StreamState, now: float) -> bool:
         """Whether ``new`` can start now without making any started stream (or itself) stall.
 
-        Plays the rest forward with the estimated costs (times ``COST_HEADROOM``) on ``slots`` parallel
+        Plays the rest forward with the estimated costs (times ``cost_headroom``) on ``slots`` parallel
         slots, the running units holding theirs until their estimated end: ``new``'s first unit on the
         first free slot, then every queued unit of the started streams and of ``new`` in deadline order,
         each on the first free slot and not before its stream's previous unit ends, as ``next_unit`` would
@@ -173,14 +176,14 @@ class TtsScheduler:
             ready_s = now
             runs_dry_s = None if stream.playback_start_s is None else stream.playback_start_s + stream.audio_s
             if stream.running is not None:
-                ready_s = max(now, stream.running_since_s + self.cost_s(stream.running) * COST_HEADROOM)
+                ready_s = max(now, stream.running_since_s + self.cost_s(stream.running) * self.cost_headroom)
                 free.append(ready_s)
                 runs_dry_s = (ready_s if runs_dry_s is None else runs_dry_s) + self.audio_estimate_s(stream.running)
             if runs_dry_s is not None and stream.units:
                 plans.append((runs_dry_s, stream.seq, True, ready_s, deque(stream.units)))
         free = sorted(free + [now] * max(0, self.slots - len(free)))[-self.slots :]
         heapq.heapify(free)
-        first_done_s = heapq.heappop(free) + self.cost_s(new.units[0]) * COST_HEADROOM
+        first_done_s = heapq.heappop(free) + self.cost_s(new.units[0]) * self.cost_headroom
         heapq.heappush(free, first_done_s)
         if len(new.units) > 1:
             runs_dry_s = first_done_s + self.audio_estimate_s(new.units[0])
@@ -189,7 +192,7 @@ class TtsScheduler:
         while plans:
             runs_dry_s, seq, checked, ready_s, units = heapq.heappop(plans)
             unit = units.popleft()
-            done_s = max(heapq.heappop(free), ready_s) + self.cost_s(unit) * COST_HEADROOM
+            done_s = max(heapq.heappop(free), ready_s) + self.cost_s(unit) * self.cost_headroom
             heapq.heappush(free, done_s)
             if checked and done_s > runs_dry_s - RISK_MARGIN_S:
                 return False

@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from voxlane.engine.scheduler_tts import TtsScheduler, UnitWork
+from voxlane.engine.scheduler_tts import COST_HEADROOM, TtsScheduler, UnitWork
 from voxlane.messages import SpeechAudio, SpeechUnit
 from voxlane.runners.base import SpeechRunner
 
@@ -55,12 +55,14 @@ class TtsCore:
         on_done: Callable[[], None] = lambda: None,
         mixed_slots: int | None = None,
         solo_runner: SpeechRunner | None = None,
+        cost_headroom: float = COST_HEADROOM,
     ) -> None:
         """``runners``: one per slot (a runner is used by one thread at a time). ``mixed_slots``: slots
-        used while ASR has work (default: all). ``solo_runner``: runs a unit that runs alone (None: off)."""
+        used while ASR has work (default: all). ``solo_runner``: runs a unit that runs alone (None: off).
+        ``cost_headroom``: the scheduler's (scheduler_tts.py)."""
         if not runners:
             raise ValueError("TtsCore needs at least one speech runner")
-        self.scheduler = TtsScheduler(order)
+        self.scheduler = TtsScheduler(order, cost_headroom)
         self.slots = len(runners)
         self.mixed_slots = min(self.slots, mixed_slots or self.slots)
         self._free: list[SpeechRunner] = list(runners)

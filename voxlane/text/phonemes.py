@@ -42,12 +42,12 @@ def _espeak() -> EspeakPhonemizer:
     return _phonemizer
 
 
-def prepare(text: str, config_path: str) -> tuple[VoiceConfig, list[str], list[int]]:
+def prepare(text: str, config_path: str, clause_chars: int | None = None) -> tuple[VoiceConfig, list[str], list[int]]:
     """A speech request's text work up front: the voice's config, the units to speak (normalised,
-    split), and the first unit's phoneme ids."""
+    split; ``clause_chars``: see ``split_units``, None for its default), and the first unit's phoneme ids."""
     from voxlane.text.normalise import normalise
-    from voxlane.text.sentences import split_units
+    from voxlane.text.sentences import CLAUSE_CHARS, split_units
 
     voice_text = load_voice_config(config_path)
-    units = split_units(normalise(text))
+    units = split_units(normalise(text), clause_chars=CLAUSE_CHARS if clause_chars is None else clause_chars)
     return voice_text, units, phoneme_ids(units[0], voice_text) if units else []

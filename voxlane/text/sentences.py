@@ -16,6 +16,13 @@ After that, units grow (``ramp``): a unit longer than ``RAMP_GROWTH`` times the 
 at a clause boundary (never inside a clause) so that each early unit's synthesis stays short next to the
 audio queued before it, even when the first sentence was short and the second is long. Once a few units
 are out, the limit passes ``max_chars`` and units are whole sentences again (the most audio per call).
+
+Last, a unit longer than ``clause_chars`` is cut at its clause boundaries into pieces of at most that many
+characters where the clauses allow (``cap_clauses``; never inside a clause). A speech slot runs a unit to
+its end, so a long unit holds a core for a long time while other streams wait for their next unit or their
+first: at 16 streams on 2 cores, cutting at 60 characters instead of 300 took the last stream's first
+audio from 4.6 s to 3.0 s in the scheduler's simulation, and from 4.2-6.4 s to 2.3-2.9 s on the machine
+(docs/tts.md, "Issue 11, second round").
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ _ABBREVIATIONS = frozenset(
 _CLAUSE_END = re.compile(r"(?<=[,;:])\s+|\s+(?=-\s)")
 
 MAX_UNIT_CHARS = 300
+CLAUSE_CHARS = 60
 FIRST_MIN_CHARS = 8
 FIRST_TARGET_CHARS = 12
 FIRST_MAX_CHARS = 20
@@ -121,7 +129,12 @@ def split_long(sentence: str, max_chars: int) -> list[str]:
     return out
 
 
-def split_units(text: str, max_chars: int = MAX_UNIT_CHARS, first_min_chars: int = FIRST_MIN_CHARS) -> list[str]:
+def split_units(
+    text: str,
+    max_chars: int = MAX_UNIT_CHARS,
+    first_min_chars: int = FIRST_MIN_CHARS,
+    clause_chars: int = CLAUSE_CHARS,
+) -> list[str]:
     """Normalised text -> speech units, in order."""
     units = [piece for sentence in split_sentences(text) for piece in split_long(sentence, max_chars)]
     if len(units) >= 2 and len(units[0]) < first_min_chars:
@@ -131,7 +144,30 @@ def split_units(text: str, max_chars: int = MAX_UNIT_CHARS, first_min_chars: int
         if len(head) == 2:  # a ramp: the second unit about twice the first, so it is ready in time too
             head[1:] = cut_first(head[1], 2 * FIRST_TARGET_CHARS, FIRST_MIN_CHARS, 2 * FIRST_MAX_CHARS)
         units[0:1] = head
-    return ramp(units)
+    return cap_clauses(ramp(units), clause_chars)
+
+
+def cap_clauses(units: list[str], clause_chars: int) -> list[str]:
+    """Cut each unit longer than ``clause_chars`` at clause boundaries, packing whole clauses into pieces of
+    at most ``clause_chars`` (a longer clause stays whole); a last piece under ``FIRST_MIN_CHARS`` joins the
+    one before it."""
+    out: list[str] = []
+    for unit in units:
+        if len(unit) <= clause_chars:
+            out.append(unit)
+            continue
+        pieces: list[str] = []
+        for clause in (c.strip() for c in _CLAUSE_END.split(unit)):
+            if not clause:
+                continue
+            if pieces and len(pieces[-1]) + 1 + len(clause) <= clause_chars:
+                pieces[-1] = f"{pieces[-1]} {clause}"
+            else:
+                pieces.append(clause)
+        if len(pieces) >= 2 and len(pieces[-1]) < FIRST_MIN_CHARS:
+            pieces[-2:] = [f"{pieces[-2]} {pieces[-1]}"]
+        out.extend(pieces)
+    return out
 
 
 def ramp(units: list[str], growth: float = RAMP_GROWTH) -> list[str]:

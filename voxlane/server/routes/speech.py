@@ -120,7 +120,9 @@ class _SpeechJob:
         self.stack.push_async_callback(self._release_voice)
         executors = self.state.executors
         try:
-            voice_text, units, first_ids = await executors.run("text", prepare, self.body.input, self.voice.config_path)
+            voice_text, units, first_ids = await executors.run(
+                "text", prepare, self.body.input, self.voice.config_path, self.state.config.speech_clause_chars
+            )
         except (ValueError, OSError) as exc:
             raise InvalidRequest(f"the voice '{self.voice.name}' cannot be used: {exc}", param="voice") from None
         if not units or not first_ids:
