@@ -124,6 +124,7 @@ def test_round_trip_through_the_servers_own_whisper(client) -> None:
 def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> None:
     """Issue 11: the first sentence of each paragraph is cut into short units, speech runs on parallel
     slots, and units are scaled by the voice's reference peak: the words must survive all of it."""
+    from tests.wer import normalise, wer
     from voxlane.bench.paragraphs import PARAGRAPHS
 
     paragraphs = PARAGRAPHS[:4]
@@ -131,10 +132,14 @@ def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> Non
     for text in paragraphs:
         audio = client.audio.speech.create(model="tts-1", voice="joe", input=text, response_format="wav").content
         result = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", audio))
-        hypotheses.append(_words(result.text))
-    wer = jiwer.wer([_words(t) for t in paragraphs], hypotheses)
-    print(f"round-trip WER over {len(paragraphs)} paragraphs: {wer:.3f}")
-    assert wer <= 0.10, list(zip(paragraphs, hypotheses))
+        hypotheses.append(result.text)
+    # Whisper's English normaliser, as every WER in this project: "harbour" read as "harbor", or "three" as
+    # "3", is not a word the speech lost
+    total = wer(paragraphs, hypotheses)
+    for text, heard in zip(paragraphs, hypotheses):
+        print(f"WER {wer([text], [heard]):.3f}\n  said:  {normalise(text)}\n  heard: {normalise(heard)}")
+    print(f"round-trip WER over {len(paragraphs)} paragraphs: {total:.3f}")
+    assert total <= 0.10, "see the paragraphs said and heard above"
 
 
 @pytest.mark.parametrize(
