@@ -13,57 +13,12 @@ compared before the machine measured the chosen ones (docs/tts.md, "Issue 11, se
 from __future__ import annotations
 
 import argparse
-import heapq
-import random
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from voxlane.bench.paragraphs import PARAGRAPHS
-from voxlane.engine.scheduler_tts import TtsScheduler, UnitWork
-from voxlane.messages import SpeechUnit
-from voxlane.text.normalise import normalise
-from voxlane.text.sentences import split_units
-
-AUDIO_PER_ID_S = 0.028
-
-
-def simulate(
-    streams: int, clause_chars: int, headroom: float, s_per_id: float, noise: float, seed: int, slots: int = 2
-) -> tuple[list[float], int]:
-    """Each stream's time to first audio, and the number of streams whose player ever ran dry."""
-    rng = random.Random(seed)
-    s = TtsScheduler("deadline", headroom)
-    s.slots = slots
-    for n in range(streams):
-        units = split_units(normalise(PARAGRAPHS[n % len(PARAGRAPHS)]), clause_chars=clause_chars)
-        for i, text in enumerate(units):
-            ids = [1] * (2 * len(text))
-            s.add(UnitWork(SpeechUnit(f"s{n}", i, i == len(units) - 1, "m", "c", ids, 1.0, 0.667, 0.8)), now=0.0)
-    running: list[tuple[float, int, UnitWork]] = []
-    got: dict[str, list[tuple[float, float]]] = {}
-    t, seq = 0.0, 0
-    while True:
-        while len(running) < slots and (work := s.next_unit(t)) is not None:
-            cost = len(work.msg.phoneme_ids) * s_per_id * (rng.lognormvariate(0.0, noise) if noise else 1.0)
-            heapq.heappush(running, (t + cost, seq, work))
-            seq += 1
-        if not running:
-            break
-        t, _, work = heapq.heappop(running)
-        audio_s = len(work.msg.phoneme_ids) * AUDIO_PER_ID_S
-        s.done(work.request_id, audio_s, t, last=work.msg.last)
-        got.setdefault(work.request_id, []).append((t, audio_s))
-    dry = 0
-    for chunks in got.values():
-        runs_dry = chunks[0][0]
-        for arrival, audio_s in chunks:
-            if arrival > runs_dry + 1e-9:
-                dry += 1
-                break
-            runs_dry += audio_s
-    return [c[0][0] for c in got.values()], dry
+from voxlane.bench.tts_sim import simulate
 
 
 def main() -> None:
@@ -84,7 +39,15 @@ def main() -> None:
         for headroom in args.headroom:
             for s_per_id in args.s_per_id:
                 runs = [
-                    simulate(args.streams, clause_chars, headroom, s_per_id, args.noise, seed)
+                    simulate(
+                        args.streams,
+                        2,
+                        s_per_id,
+                        clause_chars=clause_chars,
+                        noise=args.noise,
+                        seed=seed,
+                        cost_headroom=headroom,
+                    )
                     for seed in range(args.seeds)
                 ]
                 p50 = statistics.median(statistics.median(r[0]) for r in runs)

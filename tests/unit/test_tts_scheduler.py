@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
-from voxlane.engine.scheduler_tts import COST_HEADROOM, TtsScheduler, UnitWork
+from voxlane.bench.tts_sim import simulate as simulate_paragraphs
+from voxlane.engine.scheduler_tts import TtsScheduler, UnitWork
 from voxlane.messages import SpeechUnit
-from voxlane.text.sentences import CLAUSE_CHARS
 
 
 def unit(request_id: str, index: int, last: bool = False) -> UnitWork:
@@ -216,60 +217,8 @@ def test_a_unit_on_the_solo_session_does_not_teach_the_cost_of_parallel_work() -
     assert s.s_per_id > before
 
 
-def _simulate(
-    streams: int,
-    slots: int,
-    s_per_id: float = 0.0024,
-    clause_chars: int = CLAUSE_CHARS,
-    noise: float = 0.0,
-    seed: int = 0,
-    cost_headroom: float = COST_HEADROOM,
-) -> tuple[list[float], int]:
-    """The 16 paragraphs (cycled) as ``streams`` streams arriving together, units as the server splits
-    them, on ``slots`` parallel slots with a fake clock: Piper's cost and audio per phoneme id on one core
-    of this machine, quiet (2.4 ms and 28 ms per id; about 2 ids per character), each unit's cost times a
-    lognormal factor of sigma ``noise``. Returns each stream's time to first audio and the number of
-    streams whose player (starting at the first unit, playing in real time) ever ran dry."""
-    import heapq as hq
-    import random
-
-    from voxlane.bench.paragraphs import PARAGRAPHS
-    from voxlane.text.normalise import normalise
-    from voxlane.text.sentences import split_units
-
-    rng = random.Random(seed)
-    s = TtsScheduler("deadline", cost_headroom)
-    s.slots = slots
-    audio_per_id = 0.028
-    for n in range(streams):
-        units = split_units(normalise(PARAGRAPHS[n % len(PARAGRAPHS)]), clause_chars=clause_chars)
-        for i, text in enumerate(units):
-            ids = [1] * (2 * len(text))
-            s.add(UnitWork(SpeechUnit(f"s{n}", i, i == len(units) - 1, "m", "c", ids, 1.0, 0.667, 0.8)), now=0.0)
-    running: list[tuple[float, int, UnitWork]] = []
-    deliveries: dict[str, list[tuple[float, float]]] = {}
-    t, seq = 0.0, 0
-    while True:
-        while len(running) < slots and (work := s.next_unit(t)) is not None:
-            cost = len(work.msg.phoneme_ids) * s_per_id * (rng.lognormvariate(0.0, noise) if noise else 1.0)
-            hq.heappush(running, (t + cost, seq, work))
-            seq += 1
-        if not running:
-            break
-        t, _, work = hq.heappop(running)
-        audio_s = len(work.msg.phoneme_ids) * audio_per_id
-        s.done(work.request_id, audio_s, t, last=work.msg.last)
-        deliveries.setdefault(work.request_id, []).append((t, audio_s))
-    ttfp = [d[0][0] for d in deliveries.values()]
-    dry = 0
-    for d in deliveries.values():
-        runs_dry = d[0][0]
-        for arrival, audio_s in d:
-            if arrival > runs_dry + 1e-9:
-                dry += 1
-                break
-            runs_dry += audio_s
-    return ttfp, dry
+def _simulate(streams: int, slots: int, **kwargs: Any) -> tuple[list[float], int]:
+    return simulate_paragraphs(streams, slots, **kwargs)
 
 
 def test_on_a_quiet_machine_two_slots_start_8_streams_within_the_targets_and_none_runs_dry() -> None:
