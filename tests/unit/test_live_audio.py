@@ -80,3 +80,19 @@ def test_partials_are_cut_where_they_start_repeating() -> None:
     assert cut("Montreal Forest Line. Montreal Forest Line.") == "Montreal Forest Line."
     said = ["this", "is", "all", "very", "very", "whispered"]
     assert cut_repeats(said) == said
+
+
+def test_a_newer_decode_sends_only_the_words_past_those_sent() -> None:
+    from voxlane.audio.live import unsent
+
+    def rest(words: str, sent: str) -> str:
+        return " ".join(unsent(words.split(), sent.split()))
+
+    assert rest("this is a long stop", "") == "this is a long stop"
+    assert rest("this is a long stop", "this is") == "a long stop"
+    # the final read more audio before the speech: its first words were never in a partial
+    assert rest("I really don't know. This is a long stop.", "This is a") == "long stop."
+    # a partial heard the last sent word differently: it stands for one word of the final
+    assert rest("Montreal forced aligner here", "Montreal forest") == "aligner here"
+    assert rest("word word word word", "word word") == "word word"
+    assert rest("something else entirely", "nothing alike") == "entirely"

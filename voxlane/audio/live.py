@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -197,3 +198,19 @@ def cut_repeats(words: list[str]) -> list[str]:
             if i + m <= len(norm) and norm[i : i + m] == norm[i - period : i - period + m]:
                 return words[:i]
     return words
+
+
+def unsent(words: list[str], sent: list[str]) -> list[str]:
+    """The words of a newer decode (``words``) past those a turn already sent as deltas (``sent``, read
+    by earlier decodes that may have heard some words differently, or, for a final, less audio before
+    the speech). Aligned by the last run of words both share; words of ``sent`` after that run stand
+    for as many words of ``words``."""
+    if not sent:
+        return words
+    norm = lambda ws: [w.strip(".,!?;:\"'").lower() for w in ws]  # noqa: E731
+    matcher = difflib.SequenceMatcher(None, norm(sent), norm(words), autojunk=False)
+    blocks = [b for b in matcher.get_matching_blocks() if b.size]
+    if not blocks:
+        return words[len(sent) :]
+    last = blocks[-1]
+    return words[last.b + last.size + len(sent) - last.a - last.size :]

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from voxlane.audio.live import SAMPLE_RATE, BadAudio, LiveInput, cut_repeats, partial_features
+from voxlane.audio.live import SAMPLE_RATE, BadAudio, LiveInput, cut_repeats, partial_features, unsent
 from voxlane.audio.pipeline import window_features
 from voxlane.audio.split import quietest_point
 from voxlane.errors import InvalidRequest, QueueFull, VoxlaneError
@@ -71,9 +71,14 @@ PARTIAL_DEADLINE_S = 0.5
 FINAL_DEADLINE_S = 0.1
 """Engine priorities (``WindowRequest.deadline_s``): a final is due sooner than a partial."""
 LOOKBACK_S = 1.0
-"""Audio before server_vad's start (and its prefix padding) that a turn's decode also reads, back to the
+"""Audio before server_vad's start (and its prefix padding) that a turn's partials also read, back to the
 end of the previous turn at most: Silero scores a word's onset late, and a turn cut at the onset loses its
 first word ("the recording" read as "reporting")."""
+GAP_LOOKBACK_S = 10.0
+"""How far back a turn's final decode reads: to the end of the previous turn (so no audio between turns
+goes unread), at most this far before server_vad's start. Silero scores some speech far under any
+threshold (high-pitched, whispered: 0.0-0.3), which server_vad then leaves out of every turn; the final,
+a 30 s window either way, reads it with the next turn at no more encoder cost."""
 BURST_S = 10.0
 """Audio a session may send at once before --realtime-max-speed applies (a client may send a clip whole)."""
 
@@ -100,6 +105,9 @@ class Turn:
     speech_from: int = 0
     """Where server_vad heard the speech begin (after the turn's padding and look-back); the turn's start
     without turn detection."""
+    partial_from: int = 0
+    """Where partials start reading (LOOKBACK_S before the speech, not GAP_LOOKBACK_S: a partial's cost
+    grows with its audio); the turn's start without turn detection."""
     pieces: list[Piece] = field(default_factory=list)
     pause: tuple[int, Piece] | None = None
     """The decode started at the last pause: (where its quiet began, the piece from ``tail`` to the pause)."""
@@ -108,7 +116,7 @@ class Turn:
     committed_at: float | None = None
 
     def __post_init__(self) -> None:
-        self.tail = self.speech_from = self.start
+        self.tail = self.speech_from = self.partial_from = self.start
 
 
 class RealtimeSession:
@@ -260,11 +268,12 @@ class RealtimeSession:
             self._open(start)
         for turn_event in fed.events:
             if turn_event.kind == "start":
-                lookback = int(LOOKBACK_S * SAMPLE_RATE)
-                self._open(max(turn_event.sample - lookback, self._last_turn_end, self._pcm_start))
+                earliest = max(self._last_turn_end, self._pcm_start)
+                self._open(max(turn_event.sample - int(GAP_LOOKBACK_S * SAMPLE_RATE), earliest))
                 assert self.turn is not None
                 pad = self.settings.turn_detection.prefix_padding_ms if self.settings.turn_detection else 0
                 self.turn.speech_from = turn_event.sample + pad * SAMPLE_RATE // 1000
+                self.turn.partial_from = max(turn_event.sample - int(LOOKBACK_S * SAMPLE_RATE), earliest)
                 await self.send(
                     {
                         "type": "input_audio_buffer.speech_started",
@@ -390,9 +399,9 @@ class RealtimeSession:
         if self.turn is turn and turn.tail == start and all(p.text.done() for p in turn.pieces):
             with contextlib.suppress(asyncio.CancelledError, VoxlaneError):
                 words = [w for p in turn.pieces for w in _words(p.text.result())] + _words(text)
-                if words[len(turn.sent) :]:
+                if rest := unsent(words, turn.sent):
                     self.state.metrics.realtime_partials.inc()
-                    await self._delta(turn, words[len(turn.sent) :], end)
+                    await self._delta(turn, rest, end)
         return text
 
     def _drop_pause_decode(self, turn: Turn) -> None:
@@ -422,7 +431,7 @@ class RealtimeSession:
             )
             return
         transcript = " ".join(t.strip() for t in texts if t.strip())
-        rest = _words(transcript)[len(turn.sent) :]
+        rest = unsent(_words(transcript), turn.sent)
         end = turn.pieces[-1].end if turn.pieces else turn.start
         if rest:
             await self._delta(turn, rest, end)
@@ -463,7 +472,8 @@ class RealtimeSession:
             self._partial_upto = self.received
             self._partial = self._spawn(self._partial_decode(turn, turn.tail, self.received))
 
-    async def _partial_decode(self, turn: Turn, start: int, end: int) -> None:
+    async def _partial_decode(self, turn: Turn, tail: int, end: int) -> None:
+        start = max(tail, turn.partial_from)
         try:
             text = await self._decode(self._audio(start, end), start, partial=True)
         except QueueFull:
@@ -471,14 +481,14 @@ class RealtimeSession:
         except VoxlaneError as exc:
             await self.error(exc)
             return
-        if self.turn is not turn or turn.tail != start or not all(p.text.done() for p in turn.pieces):
+        if self.turn is not turn or turn.tail != tail or not all(p.text.done() for p in turn.pieces):
             return  # the turn moved on while this decoded
         try:
             closed = [w for p in turn.pieces for w in _words(p.text.result())]
         except (asyncio.CancelledError, VoxlaneError):
             return
         words = closed + cut_repeats(_words(text))
-        new = words[len(turn.sent) : -1]  # the last word may be cut off mid-word: held back
+        new = unsent(words, turn.sent)[:-1]  # the last word may be cut off mid-word: held back
         self.state.metrics.realtime_partials.inc()
         if new:
             await self._delta(turn, new, end)
@@ -566,7 +576,7 @@ class RealtimeSession:
             keep_from = self.turn.tail
         else:
             pad = self.settings.turn_detection.prefix_padding_ms if self.settings.turn_detection else 0
-            keep_from = self.received - (pad + 100) * SAMPLE_RATE // 1000 - int(LOOKBACK_S * SAMPLE_RATE)
+            keep_from = self.received - (pad + 100) * SAMPLE_RATE // 1000 - int(GAP_LOOKBACK_S * SAMPLE_RATE)
         if keep_from - self._pcm_start < SAMPLE_RATE:  # let go a second or more at a time
             return
         kept = self._audio(max(keep_from, self._pcm_start), self.received)
