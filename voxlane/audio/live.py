@@ -185,11 +185,16 @@ def partial_features(pcm: np.ndarray, n_mels: int) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(features[:, : min(features.shape[1], n_frames + PARTIAL_PAD_FRAMES)]), n_frames
 
 
+def _plain(words: list[str]) -> list[str]:
+    """Words as compared: lower case, without the punctuation Whisper puts on them."""
+    return [w.strip(".,!?;:").lower() for w in words]
+
+
 def cut_repeats(words: list[str]) -> list[str]:
     """``words`` up to where they start repeating themselves: a phrase said again at once ("go forward
     ten meters go forward"), or a word three times ("6 6 6"). What a partial decode of a few seconds
     often ends in; a turn's final decode (30 s of features) does not, and is left alone."""
-    norm = [w.strip(".,!?;:").lower() for w in words]
+    norm = _plain(words)
     for i in range(1, len(norm)):
         if i + 1 < len(norm) and norm[i - 1] == norm[i] == norm[i + 1]:
             return words[:i]
@@ -207,8 +212,7 @@ def unsent(words: list[str], sent: list[str]) -> list[str]:
     for as many words of ``words``."""
     if not sent:
         return words
-    norm = lambda ws: [w.strip(".,!?;:\"'").lower() for w in ws]  # noqa: E731
-    matcher = difflib.SequenceMatcher(None, norm(sent), norm(words), autojunk=False)
+    matcher = difflib.SequenceMatcher(None, _plain(sent), _plain(words), autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
     if not blocks:
         return words[len(sent) :]
