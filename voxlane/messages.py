@@ -21,6 +21,10 @@ class TranscribeOptions(msgspec.Struct, frozen=True):
     prompt: str | None = None
     temperature: float = 0.0
     word_timestamps: bool = False
+    prefix: str | None = None
+    """Text forced as the start of the window's transcript: what was said in the audio that opens the
+    window (a live final's previous turns, read again as context). The result holds only what follows it,
+    without timestamps, and the window is decoded in one pass."""
 
 
 class WindowRequest(msgspec.Struct, tag="window"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -208,6 +209,62 @@ def test_speech_that_silero_scores_under_the_threshold_is_read_with_the_next_tur
     transcripts = asyncio.run(session())
     said = " ".join(transcripts).lower()
     assert "really don't know" in said and "long stop" in said, transcripts
+
+
+def test_finals_read_on_from_the_previous_turns_and_match_the_batch_endpoint(
+    server: ServerProcess, client: Any, dev_set: list[Clip]
+) -> None:
+    """A long file streamed with server_vad: the speaker's pauses make turns of a few words, and each
+    turn's final reads the previous turns' audio before its own, their text forced as the start of the
+    transcript (voxlane_realtime_context_seconds). The finals add up to the file's text, no turn repeats
+    the one before it, and they read as well as the batch endpoint does the whole file."""
+    clip = next(c for c in dev_set if c.path.name == "long_so762_2327_1027.flac")
+    pcm = pcm16(clip, silence_s=1.5)
+
+    def context() -> tuple[float, float]:
+        lines = httpx.get(server.base_url + "/metrics").text.splitlines()
+        read = {
+            line.split()[0]: float(line.split()[1]) for line in lines if line.startswith("voxlane_realtime_context")
+        }
+        return read["voxlane_realtime_context_seconds_count"], read["voxlane_realtime_context_seconds_sum"]
+
+    async def session() -> list[str]:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            transcripts: list[str] = []
+
+            async def read() -> None:
+                while True:
+                    event = json.loads(await ws.recv())
+                    if event["type"] == "conversation.item.input_audio_transcription.completed":
+                        transcripts.append(event["transcript"])
+                    elif event["type"] == "input_audio_buffer.committed":
+                        committed.append(event["item_id"])
+
+            committed: list[str] = []
+            reader = asyncio.create_task(read())
+            for chunk in chunks(pcm):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await asyncio.sleep(CHUNK_S / 4)  # four times real time
+            async with asyncio.timeout(60):
+                while len(transcripts) < len(committed) or not committed:
+                    await asyncio.sleep(0.1)
+            reader.cancel()
+            return transcripts
+
+    before = context()
+    transcripts = [t for t in asyncio.run(session()) if t]
+    count, seconds = (a - b for a, b in zip(context(), before))
+    batch = client.audio.transcriptions.create(model="whisper-1", file=clip.path.open("rb")).text
+    live_wer, batch_wer = wer([clip.text], [" ".join(transcripts)]), wer([clip.text], [batch])
+    print(
+        f"{len(transcripts)} turns, {count:.0f} finals, {seconds:.0f} s of context; "
+        f"WER live {live_wer:.3f}, batch {batch_wer:.3f}"
+    )
+    assert len(transcripts) >= 10 and seconds >= 5 * count, (count, seconds)
+    for previous, transcript in itertools.pairwise(transcripts):
+        assert transcript.split()[:3] != previous.split()[-3:], (previous, transcript)
+    assert live_wer <= batch_wer + 0.02, (live_wer, batch_wer, transcripts, batch)
 
 
 def test_bad_events_get_error_events_and_the_session_goes_on(server: ServerProcess) -> None:

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 TIME_PRECISION_S = 0.02  # one timestamp token
 TOKENS_PER_SECOND = 50  # encoder frames per second (mel frames / 2)
 MAX_LENGTH = 448
+MAX_PREFIX_TOKENS = 120
+"""At most this much of a forced prefix (its end) is kept: the decoder's 448 positions hold it and the text."""
 PARTIAL_TOKENS_PER_S = 8
 """Most tokens a live partial may decode per second of its audio (fast speech is 4-5 words a second)."""
 FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -137,13 +139,28 @@ class WhisperRunner:
         sequence. A continuation gets the same prompt as its window, not the text of the passes before it:
         on the dev set that text made continuations over pauses repeat earlier sentences ("You know this is
         true." after "You know this could be true.") and invent "Thank you." (6.7% WER with it, 6.6%
-        without; docs/long-audio.md)."""
+        without; docs/long-audio.md). A ``prefix`` follows the start-of-transcript sequence, after
+        <|notimestamps|>."""
         tok = self.tokenizer(options.task, language)
         prompt: list[int] = []
         if options.prompt:
             previous = tok.encode(" " + options.prompt.strip())
             prompt = [tok.sot_prev, *previous[-(MAX_LENGTH // 2 - 1) :]]
+        if options.prefix:
+            return (
+                *prompt,
+                *tok.sot_sequence,
+                tok.no_timestamps,
+                *self._prefix_tokens(options.task, language, options.prefix),
+            )
         return (*prompt, *tok.sot_sequence)
+
+    @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
+    def _prefix_tokens(self, task: str, language: str, prefix: str) -> tuple[int, ...]:
+        """A forced prefix's tokens (``TranscribeOptions.prefix``). CTranslate2 forces them one decoder
+        step each (~4 ms on tiny.en) and returns them at the head of the result, where ``_generate_rows``
+        takes them off."""
+        return tuple(self.tokenizer(task, language).encode(" " + prefix.strip())[-MAX_PREFIX_TOKENS:])
 
     # --- the batch -------------------------------------------------------------------------------
 
@@ -269,6 +286,10 @@ class WhisperRunner:
             tokens = out.sequences_ids[0]
             seq_len = len(tokens)
             avg_logprob = out.scores[0] * seq_len / (seq_len + 1)  # length_penalty = 1
+            if work.options.prefix:
+                forced = self._prefix_tokens(work.options.task, lang, work.options.prefix)
+                if tuple(tokens[: len(forced)]) == forced:
+                    tokens = tokens[len(forced) :]
             tok = self.tokenizer(work.options.task, lang)
             text = tok.decode([t for t in tokens if t < tok.eot])
             decoded.append(_Decoded(tokens, avg_logprob, out.no_speech_prob, temperature, text))
@@ -351,7 +372,7 @@ class WhisperRunner:
 
     @staticmethod
     def _may_continue(work: WindowPass, resume_s: float) -> bool:
-        if work.msg.partial:
+        if work.msg.partial or work.options.prefix:
             return False
         return work.passes + 1 < MAX_PASSES and MIN_PROGRESS_S <= resume_s < work.msg.duration_s - TIME_PRECISION_S
 

@@ -115,6 +115,13 @@ class Metrics:
             ("outcome",),
             registry=registry,
         )
+        self.realtime_context_seconds = Histogram(
+            "voxlane_realtime_context_seconds",
+            "Audio of a live session's previous turns that a final decode read before its own, their text "
+            "forced as the start of its transcript (0: read alone).",
+            buckets=(0.0, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0),
+            registry=registry,
+        )
         self.realtime_final_seconds = Histogram(
             "voxlane_realtime_final_seconds",
             "From a live turn's commit (by the client, or by turn detection) to its completed text.",
