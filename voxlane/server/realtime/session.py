@@ -85,7 +85,7 @@ CONTEXT_S = 20.0
 """A final decode's window also holds the audio of the session's previous pieces (turns, or a long turn's
 earlier parts) that end where it starts, at most this far back, with their text forced as the start of
 the transcript (``TranscribeOptions.prefix``). Whisper tiny reads a turn of a few words worse than the
-same words inside 30 s of speech; with the context, the long set's turns read 5.4% WER offline against
+same words inside 30 s of speech; with the context, the long set's turns read 5.8% WER offline against
 7.4% alone (docs/benchmarks.md). The encoder's cost is the same (30 s either way); the decoder pays ~4 ms
 a forced token."""
 CONTEXT_WINDOW_S = 29.0
