@@ -93,6 +93,16 @@ class EngineConfig:
     """One model replica each. Two workers x 2 threads measured best on 2 cores: +30% throughput at 16
     clients over one worker, and a lone request still gets 2 threads (docs/engine-config.md)."""
     engine_threads: int = setting(2, "threads per engine worker (CTranslate2 intra_threads)", minimum=1)
+    decoder_threads: int = setting(
+        1,
+        "threads per engine worker for Whisper's token-by-token decoding; when it differs from --engine-threads, "
+        "the decoder runs on a second set of replicas of the model (tiny.en int8: +65 MB)",
+        minimum=1,
+    )
+    """The encoder's large matrix products gain from a second thread (30 s window: 380 -> 230 ms), the
+    decoder's one-token steps lose to the threads' synchronisation (43 tokens: 116 ms on 1 thread, 276 ms on
+    2). A lone 30 s window of speech: 430-460 ms with the encoder on 2 threads and the decoder on 1, 620 ms
+    on 2 threads, 545 ms on 1 (docs/engine-config.md)."""
     beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
     max_batch_size: int = setting(8, "30 s windows per engine batch", minimum=1)
     max_batch_wait_ms: float = setting(5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)

@@ -106,9 +106,18 @@ class _Decoded:
 
 class WhisperRunner:
     def __init__(
-        self, model: ctranslate2.models.Whisper, hf_tokenizer: tokenizers.Tokenizer, beam_size: int, n_mels: int
+        self,
+        model: ctranslate2.models.Whisper,
+        hf_tokenizer: tokenizers.Tokenizer,
+        beam_size: int,
+        n_mels: int,
+        decoder: ctranslate2.models.Whisper | None = None,
     ) -> None:
         self.model = model
+        """Encodes the features."""
+        self.decoder = decoder or model
+        """Decodes the encoder's output (generate, detect_language, align): the same model loaded with
+        ``--decoder-threads`` threads, or ``model`` itself."""
         self.hf_tokenizer = hf_tokenizer
         self.beam_size = beam_size
         self.is_multilingual = model.is_multilingual
@@ -117,17 +126,23 @@ class WhisperRunner:
     @classmethod
     def load(cls, config: EngineConfig) -> WhisperRunner:
         path = Path(config.model_path)
-        model = ctranslate2.models.Whisper(
-            str(path),
-            device="cpu",
-            compute_type=config.compute_type,
-            inter_threads=config.engine_workers,
-            intra_threads=config.engine_threads,
-        )
         tokenizer_file = path / "tokenizer.json"
         if not tokenizer_file.is_file():
             raise FileNotFoundError(f"{path} has no tokenizer.json; copy the one of the original Whisper model there")
-        return cls(model, tokenizers.Tokenizer.from_file(str(tokenizer_file)), config.beam_size, model_n_mels(path))
+
+        def replicas(threads: int) -> ctranslate2.models.Whisper:
+            return ctranslate2.models.Whisper(
+                str(path),
+                device="cpu",
+                compute_type=config.compute_type,
+                inter_threads=config.engine_workers,
+                intra_threads=threads,
+            )
+
+        model = replicas(config.engine_threads)
+        decoder = None if config.decoder_threads == config.engine_threads else replicas(config.decoder_threads)
+        tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        return cls(model, tokenizer, config.beam_size, model_n_mels(path), decoder)
 
     @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
     def tokenizer(self, task: str, language: str) -> Tokenizer:
@@ -196,7 +211,7 @@ class WhisperRunner:
             return ["en"] * len(batch)
         unknown = [i for i, w in enumerate(batch) if not w.options.language]
         if unknown:
-            detected = self.model.detect_language(_take(encoded, unknown, len(batch)))
+            detected = self.decoder.detect_language(_take(encoded, unknown, len(batch)))
             for i, candidates in zip(unknown, detected):
                 languages[i] = candidates[0][0][2:-2]  # '<|de|>' -> 'de'
         return languages
@@ -269,7 +284,7 @@ class WhisperRunner:
             # to the audio) stops early instead of running to 448 tokens.
             longest_s = max(w.msg.duration_s for w in batch)
             max_length = min(MAX_LENGTH, len(prompts[0]) + PARTIAL_TOKENS_PER_S * math.ceil(longest_s) + 8)
-        outputs = self.model.generate(
+        outputs = self.decoder.generate(
             encoded,
             prompts,
             beam_size=self.beam_size if temperature == 0 else 1,
@@ -386,12 +401,12 @@ class WhisperRunner:
         text_tokens = [[t for seg in r.segments for t in seg.tokens] for r in results]
         sot_sequences = [self.tokenizer(w.options.task, lang).sot_sequence for w, lang in zip(batch, languages)]
         if all(seq == sot_sequences[0] for seq in sot_sequences):
-            alignments = self.model.align(
+            alignments = self.decoder.align(
                 encoded, sot_sequences[0], text_tokens, [w.msg.n_frames for w in batch], median_filter_width=7
             )
         else:  # a multilingual batch of several languages: align() takes one start sequence per call
             alignments = [
-                self.model.align(
+                self.decoder.align(
                     _take(encoded, [i], len(batch)),
                     sot_sequences[i],
                     [text_tokens[i]],
