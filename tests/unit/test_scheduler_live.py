@@ -60,24 +60,14 @@ def test_a_later_batch_window_waits_behind_live_work_due_earlier() -> None:
     assert order == ["long0", "long1", "long2", "long3", "long4", "live0", "long5"]
 
 
-def test_partials_batch_only_with_partials() -> None:
-    s = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0)
-    s.add(live_window("p", now=0.0, partial=True), now=0.0)
-    s.add(live_window("f", now=0.0, partial=False), now=0.0)
-    s.add(live_window("q", now=0.0, partial=True), now=0.0)
-    first = ids(s.next_batch(now=0.0))
-    second = ids(s.next_batch(now=0.0))
-    assert sorted([first, second]) == [["f0"], ["p0", "q0"]]
-
-
-def test_live_finals_run_one_to_a_batch_and_partials_together() -> None:
+def test_live_decodes_run_one_to_a_batch_finals_first() -> None:
     s = AsrScheduler(max_batch_size=8, max_batch_wait_s=0.0)
     for name in ("a", "b", "c"):
         s.add(live_window(name, now=0.0, deadline_s=0.1), now=0.0)
     for name in ("p", "q"):
         s.add(live_window(name, now=0.0, deadline_s=0.5, partial=True), now=0.0)
-    batches = [ids(s.next_batch(now=0.0)) for _ in range(4)]
-    assert batches == [["a0"], ["b0"], ["c0"], ["p0", "q0"]]
+    batches = [ids(s.next_batch(now=0.0)) for _ in range(5)]
+    assert batches == [["a0"], ["b0"], ["c0"], ["p0"], ["q0"]]
     assert s.next_batch(now=0.0) is None
 
 
