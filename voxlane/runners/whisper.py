@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import math
+import threading
 import zlib
 from collections.abc import Sequence
 from functools import lru_cache
@@ -116,6 +117,9 @@ class WhisperRunner:
         self.model = model
         """Encodes the features."""
         self.decoder = decoder or model
+        self._lock = threading.Lock()
+        self._running = 0
+        """Batches in ``run`` now (the engine's workers call it side by side)."""
         """Decodes the encoder's output (generate, detect_language, align): the same model loaded with
         ``--decoder-threads`` threads, or ``model`` itself."""
         self.hf_tokenizer = hf_tokenizer
@@ -187,7 +191,20 @@ class WhisperRunner:
                 for w in batch
             ]
         )
-        encoded = self.model.encode(ctranslate2.StorageView.from_array(features))
+        with self._lock:
+            self._running += 1
+            alone = self._running == 1
+        try:
+            return self._run(batch, features, alone)
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    def _run(self, batch: Sequence[WindowPass], features: np.ndarray, alone: bool) -> list[WindowOutput]:
+        # Alone, the encoder's threads have the cores; beside another batch, the decoder's replicas (fewer
+        # threads) encode: more threads than cores only wait on each other.
+        encoder = self.model if alone else self.decoder
+        encoded = encoder.encode(ctranslate2.StorageView.from_array(features))
         languages = self._languages(batch, encoded)
         decoded = self._generate(batch, encoded, languages)
         outputs = []
