@@ -1,6 +1,6 @@
 """The Whisper runner's two sets of replicas (``--engine-threads`` for the encoder, ``--decoder-threads`` for
-the decoder): a batch that runs alone encodes on the encoder's threads, a batch that runs beside another
-encodes on the decoder's, and either way the text is the same."""
+the decoder): a batch that runs alone encodes on the encoder's threads, a single window that runs beside
+another batch encodes on the decoder's, and either way the text is the same."""
 
 from __future__ import annotations
 

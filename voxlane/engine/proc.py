@@ -132,8 +132,8 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
     log.info(
-        "engine ready: %s (%s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d); speech: %d slot(s) x %d "
-        "onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
+        "engine ready: %s (%s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d); "
+        "speech: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
         config.model_path,
         config.compute_type,
         config.engine_workers,
