@@ -23,6 +23,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -36,6 +37,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_ready(base_url: str, server: subprocess.Popen[bytes], timeout_s: float = 120.0) -> bool:
+    """Whether the server started by ``server`` answered GET /health with 200 within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            if httpx.get(f"{base_url}/health", timeout=2.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return False
 
 
 def run_json(args: list[str], result_dir: Path, name: str) -> dict:

@@ -18,34 +18,17 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from asr_bench import DEFAULT_DATASET, VOXLANE, free_port, run_json
+from asr_bench import DEFAULT_DATASET, VOXLANE, free_port, run_json, wait_ready
 
 WORKLOADS = {
     "short-c1": ["--max-duration-s", "20", "--max-concurrency", "1", "--num-prompts", "12"],
     "short-c16": ["--max-duration-s", "20", "--max-concurrency", "16", "--num-prompts", "48"],
     "long-c1": ["--min-duration-s", "60", "--max-concurrency", "1", "--num-prompts", "6"],
 }
-
-
-def wait_ready(base_url: str, server: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"voxlane serve exited with {server.returncode}")
-        try:
-            if httpx.get(f"{base_url}/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"voxlane serve was not ready within {timeout_s:g} s")
 
 
 def run_config(server_args: str, workloads: list[str], dataset: str, result_dir: Path, tag: str) -> list[dict]:
@@ -58,7 +41,8 @@ def run_config(server_args: str, workloads: list[str], dataset: str, result_dir:
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_ready(base_url, server)
+            if not wait_ready(base_url, server):
+                raise SystemExit(f"voxlane serve did not become ready; see {result_dir / f'server-{tag}.log'}")
             results = []
             for name in workloads:
                 args = ["bench", "serve", "--base-url", base_url, "--dataset", dataset, "--num-warmups", "1"]

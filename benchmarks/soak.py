@@ -37,7 +37,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.asr_bench import DEFAULT_DATASET, VOXLANE, free_port  # noqa: E402
+from benchmarks.asr_bench import DEFAULT_DATASET, VOXLANE, free_port, wait_ready  # noqa: E402
 from voxlane.bench.datasets import BUILTIN_TEXTS  # noqa: E402
 
 
@@ -308,15 +308,7 @@ def main() -> int:
             stderr=subprocess.STDOUT,
         )
         try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{base_url}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.5)
-            else:
+            if not wait_ready(base_url, server, 300):
                 print("the server did not become ready; see", out / "server.log")
                 return 1
             figures = asyncio.run(run(args, base_url, server.pid, out))
