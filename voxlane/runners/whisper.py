@@ -117,11 +117,11 @@ class WhisperRunner:
         self.model = model
         """Encodes the features."""
         self.decoder = decoder or model
+        """Decodes the encoder's output (generate, detect_language, align): the same model loaded with
+        ``--decoder-threads`` threads, or ``model`` itself."""
         self._lock = threading.Lock()
         self._running = 0
         """Batches in ``run`` now (the engine's workers call it side by side)."""
-        """Decodes the encoder's output (generate, detect_language, align): the same model loaded with
-        ``--decoder-threads`` threads, or ``model`` itself."""
         self.hf_tokenizer = hf_tokenizer
         self.beam_size = beam_size
         self.is_multilingual = model.is_multilingual
