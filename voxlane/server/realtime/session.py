@@ -535,24 +535,25 @@ class RealtimeSession:
         settled once those pieces' texts are known (a piece's decode waits for the ones before it)."""
         earliest = max(self._pcm_start, start - int(CONTEXT_S * SAMPLE_RATE), end - int(CONTEXT_WINDOW_S * SAMPLE_RATE))
         context: list[Piece] = []
+        first = start
         for piece in reversed(self._spoken):
-            if piece.end != (context[0].start if context else start) or piece.start < earliest:
+            if piece.end != first or piece.start < earliest:
                 break
             context.insert(0, piece)
-        return self._read_after(context, self._audio(context[0].start if context else start, end), start)
+            first = piece.start
+        return self._read_after(context, self._audio(first, end), first, start)
 
-    async def _read_after(self, context: list[Piece], pcm: np.ndarray, start: int) -> str:
+    async def _read_after(self, context: list[Piece], pcm: np.ndarray, first: int, start: int) -> str:
+        """``pcm``: session samples from ``first`` (where ``context`` begins) to the piece's end."""
         texts = await asyncio.gather(*(p.text for p in context), return_exceptions=True)
         spoken: list[str] = []
+        begin = start
         for piece, text in zip(reversed(context), reversed(texts)):  # the pieces next to ``start`` first
             if not isinstance(text, str) or not text.strip():
                 break  # failed, cancelled or silent: what its audio holds is not known, so it is not read
             spoken.insert(0, text.strip())
             begin = piece.start
-        if not spoken:
-            begin = start
         self.state.metrics.realtime_context_seconds.observe((start - begin) / SAMPLE_RATE)
-        first = context[0].start if context else start
         return await self._decode(pcm[begin - first :], begin, partial=False, prefix=" ".join(spoken) or None)
 
     async def _decode(self, pcm: np.ndarray, start: int, partial: bool, prefix: str | None = None) -> str:
