@@ -28,7 +28,7 @@ from voxlane.child import become_child
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
-from voxlane.heap import freeze_startup_heap
+from voxlane.heap import freeze_startup_heap, keep_freed_memory
 from voxlane.messages import (
     Abort,
     EngineFailed,
@@ -105,6 +105,8 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     os.nice(ENGINE_NICENESS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the API process decides when we stop
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s [engine] %(message)s")
+    if config.engine_keep_freed_memory and not keep_freed_memory():  # before any other thread starts
+        log.warning("--engine-keep-freed-memory: the C library is not glibc; its defaults stay")
     parent = os.getppid()
     ctx = zmq.Context()
     in_sock = ctx.socket(zmq.PULL)
