@@ -106,7 +106,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the API process decides when we stop
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s [engine] %(message)s")
     if config.engine_keep_freed_memory and not keep_freed_memory():  # before any other thread starts
-        log.warning("--engine-keep-freed-memory: the C library is not glibc; its defaults stay")
+        log.warning("--engine-keep-freed-memory: glibc's malloc options could not be set; the defaults stay")
     parent = os.getppid()
     ctx = zmq.Context()
     in_sock = ctx.socket(zmq.PULL)
