@@ -196,9 +196,11 @@ class WhisperRunner:
             beside = self._running > 1
         try:
             # A single window beside another batch encodes on the decoder's replicas (fewer threads): more
-            # threads than cores only wait on each other, and its encode is short, so a core the other
-            # batch frees soon is not left idle for long (a batch of several windows on one thread was:
-            # a 154 s file, RTFx 47-48 against 53).
+            # threads than cores wait on each other (measured when every pass faulted its buffers in; since
+            # the engine keeps freed memory, two windows at once ran 6.6 a second on 2 threads each against
+            # 6.7 on 1, docs/engine-config.md), and its encode is short, so a core the other batch frees
+            # soon is not left idle for long (a batch of several windows on one thread was: a 154 s file,
+            # RTFx 47-48 against 53).
             return self._run(batch, features, self.decoder if beside and len(batch) == 1 else self.model)
         finally:
             with self._lock:
