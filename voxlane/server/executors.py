@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from voxlane.blas import limit_blas_threads
 from voxlane.child import become_child
 from voxlane.config import ServerConfig
 
@@ -55,12 +56,15 @@ class PoolLoad:
 class Executors:
     def __init__(self, config: ServerConfig) -> None:
         workers = config.audio_preprocess_workers
+        # log-mel features run on these pools: numpy's BLAS threads would spin beside them (voxlane/blas.py)
+        limit_blas_threads(config.blas_threads)
+        blas = config.blas_threads
         self._workers = {"audio": workers, "live": workers, "text": config.text_workers, "files": 1, "metrics": 1}
         """Workers per pool, for ``load()``."""
         # How to (re)build each pool; a process pool whose worker died is rebuilt from here.
         self._factories: dict[str, Callable[[], Executor]] = {}
         if config.audio_preprocess_pool == "process":
-            self._factories["audio"] = partial(_process_pool, workers, "voxlane-audio", *_AUDIO_MODULES)
+            self._factories["audio"] = partial(_process_pool, workers, "voxlane-audio", blas, *_AUDIO_MODULES)
         else:
             _import_modules(*_AUDIO_MODULES)  # here, not on a worker: a first import holds the GIL throughout
             self._factories["audio"] = partial(
@@ -71,7 +75,7 @@ class Executors:
         self._factories["live"] = partial(
             ThreadPoolExecutor, workers, thread_name_prefix="voxlane-live", initializer=_lower_priority
         )
-        self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", *_TEXT_MODULES)
+        self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", blas, *_TEXT_MODULES)
         # Voice files (upload staging, index writes, removal): always threads, whatever the audio pool is,
         # since these jobs hold open files and locks that cannot cross to a process.
         self._factories["files"] = partial(
@@ -83,7 +87,7 @@ class Executors:
         # One single-process pool per encode worker: a stream's encoder lives in one process.
         self._encode_names = [f"encode-{i}" for i in range(config.encode_workers)]
         for name in self._encode_names:
-            self._factories[name] = partial(_process_pool, 1, "voxlane-encode", "voxlane.audio.encode")
+            self._factories[name] = partial(_process_pool, 1, "voxlane-encode", blas, "voxlane.audio.encode")
             self._workers[name] = 1
         self._pools: dict[str, Executor] = {name: make() for name, make in self._factories.items()}
         self._in_flight: Counter[str] = Counter(dict.fromkeys(self._pools, 0))
@@ -159,20 +163,21 @@ _AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline")
 _TEXT_MODULES = ("piper.phonemize_espeak", "piper.phoneme_ids", "voxlane.text.phonemes")
 
 
-def _process_pool(workers: int, name: str, *modules: str) -> ProcessPoolExecutor:
+def _process_pool(workers: int, name: str, blas_threads: int, *modules: str) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_init_worker_process,
-        initargs=(name, modules),
+        initargs=(name, blas_threads, modules),
     )
 
 
-def _init_worker_process(name: str, modules: tuple[str, ...]) -> None:
-    """Per worker process: a named child that dies with the API process, lower priority, and the heavy
-    imports before the first job, not during it."""
+def _init_worker_process(name: str, blas_threads: int, modules: tuple[str, ...]) -> None:
+    """Per worker process: a named child that dies with the API process, lower priority, numpy's BLAS
+    threads as in the API process, and the heavy imports before the first job, not during it."""
     become_child(name)
     _lower_priority()
+    limit_blas_threads(blas_threads)
     _import_modules(*modules)
 
 
