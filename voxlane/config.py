@@ -350,9 +350,9 @@ class ServerConfig:
     realtime_max_connections: int = setting(
         32, "live transcription WebSockets (/v1/realtime) open at once; more are refused with an error event", minimum=1
     )
-    """Each live stream costs the engine a partial decode about once a second and a 30 s window per turn; on
-    2 cores 8 streams at once already miss the latency targets (docs/benchmarks.md), so this bounds memory
-    and sockets rather than promising speed."""
+    """Each live stream costs the engine a partial decode about twice a second and a 30 s window per turn; on
+    2 cores 8 streams of long speech at once use about 1.3 cores of the engine (docs/benchmarks.md), so this
+    bounds memory and sockets rather than promising speed."""
     realtime_max_buffer_s: float = setting(
         120.0,
         "seconds of audio a live transcription session holds uncommitted (manual commits) before appends "
@@ -374,10 +374,14 @@ class ServerConfig:
         positive=True,
     )
     realtime_partial_interval_s: float = setting(
-        1.0,
+        0.5,
         "seconds between partial decodes of a live turn still open (each sends the new text as delta events)",
         positive=True,
     )
+    """8 streams of long speech on 2 cores, 0.5 against 1.0 (A B B A): partial text 1.05 times a second per
+    open turn against 0.74-0.75 (the text changes every 0.60 s at the median against 0.89-0.90 s), for 17%
+    more engine CPU; final text 0.32-0.35 s after the turn's end at the median against 0.26-0.35 s, the same
+    WER (docs/benchmarks.md, "sixth round")."""
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1
