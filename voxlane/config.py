@@ -205,8 +205,8 @@ class ServerConfig:
         minimum=1,
     )
     """OpenBLAS's idle threads spin rather than sleep: at its default (a thread per core) they took 72% of the
-    API process's CPU with 8 live streams on 2 cores, and live finals came 0.68-0.70 s after a turn's end at
-    the median against 0.31-0.32 s with 1 (voxlane/blas.py, docs/engine-config.md)."""
+    API process's CPU with 8 live streams on 2 cores, and live finals came 0.66-0.76 s after a turn's end at
+    the median against 0.28-0.34 s with 1, in the same A B B A runs (voxlane/blas.py, docs/engine-config.md)."""
     max_upload_mb: float = setting(25.0, "largest upload accepted, in MiB (OpenAI's limit is 25 MB)", positive=True)
     max_audio_duration_s: float = setting(
         3 * 3600.0, "longest audio accepted after decoding, in seconds", positive=True
