@@ -27,7 +27,7 @@ def freeze_startup_heap() -> int:
 
 def keep_freed_memory() -> bool:
     """Ask glibc's malloc to keep what this process frees for its next allocation, instead of handing it
-    back to the system; returns False where glibc's options could not be set (another C library).
+    back to the system; returns False where an option could not be set (no glibc, or mallopt refused it).
 
     CTranslate2 allocates each layer's buffers anew: a 30 s window's attention scores alone are 54 MB
     (6 heads x 1500 x 1500 floats on tiny). glibc serves a block that large with its own ``mmap`` and
