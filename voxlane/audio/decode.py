@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -156,6 +157,15 @@ def _decode_soundfile(
     return sink.frames, sink.samples, rate, channels
 
 
+def _open_container(av: Any, data: bytes) -> Any:
+    """``av.open`` of the upload, ignoring undecodable metadata where PyAV takes ``metadata_errors``
+    (PyAV 19, the first for Python 3.12 only, does not: its open() raises TypeError for it)."""
+    try:
+        return av.open(io.BytesIO(data), mode="r", metadata_errors="ignore")
+    except TypeError:
+        return av.open(io.BytesIO(data), mode="r")
+
+
 def _decode_pyav(
     data: bytes, max_duration_s: float, out: BlockSink
 ) -> Generator[float, None, tuple[int, int, int, int]]:
@@ -163,7 +173,7 @@ def _decode_pyav(
     import av
 
     try:
-        container = av.open(io.BytesIO(data), mode="r", metadata_errors="ignore")
+        container = _open_container(av, data)
     except Exception as exc:
         raise UnsupportedAudio(
             f"could not read the file as audio ({exc.__class__.__name__}): {_FORMATS_HINT}"
@@ -172,7 +182,7 @@ def _decode_pyav(
         if not container.streams.audio:
             raise UnsupportedAudio(f"the file has no audio stream: {_FORMATS_HINT}")
         stream = container.streams.audio[0]
-        stream.thread_type = "AUTO"  # type: ignore[attr-defined]  # PyAV has it; its stubs do not
+        stream.thread_type = "AUTO"
         rate = stream.codec_context.sample_rate or stream.rate or 0
         _check_rate(rate)
         channels = stream.codec_context.channels or 1
