@@ -17,7 +17,7 @@ import argparse
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,15 @@ MODEL_ALIASES = ("whisper-1",)
 
 # The defaults that depend on the machine, computed here once. --help and the README show the rule.
 AUDIO_PREPROCESS_WORKERS_DEFAULT = min(os.cpu_count() or 1, 2)
+
+
+def nvidia_gpu_present() -> bool:
+    """Whether an NVIDIA driver lists a GPU here (a cheap look at /proc and /dev: no CUDA library loads)."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    try:
+        return (gpus.is_dir() and any(gpus.iterdir())) or Path("/dev/nvidia0").exists()
+    except OSError:
+        return False
 
 
 def usable_cores() -> int:
@@ -39,6 +48,10 @@ def usable_cores() -> int:
 
 CORES = usable_cores()
 DATA_DIR_DEFAULT = "~/.local/share/voxlane"
+CUDA_CACHE_DIR_DEFAULT = "~/.cache/voxlane/cuda"
+# The engine settings whose default depends on where Whisper runs (0 = by device: EngineConfig.placed).
+CPU_ENGINE_WORKERS, CUDA_ENGINE_WORKERS = 2, 4
+CPU_MAX_BATCH_SIZE, CUDA_MAX_BATCH_SIZE = 8, 16
 
 
 def default_model_path() -> Path:
@@ -86,12 +99,34 @@ class EngineConfig:
 
     model_path: str
     """Directory of a CTranslate2 Whisper model (model.bin, config.json, tokenizer.json); from --model."""
-    compute_type: str = setting("int8", "CTranslate2 compute type (int8, int8_float32, float32, ...)")
+    device: str = setting(
+        "auto",
+        "where Whisper runs: cpu, cuda (an NVIDIA GPU; pip install 'voxlane[cuda]') or auto (cuda when a GPU "
+        "and cuBLAS 12 are found, else cpu)",
+        choices=("cpu", "cuda", "auto"),
+    )
+    """With cuda, the server refuses to start when CUDA cannot be used, with one line saying what is missing
+    (runners/cuda.py); auto then runs on the CPU and logs why."""
+    compute_type: str = setting(
+        "auto",
+        "CTranslate2 compute type (int8, int8_float32, float16, float32, ...); auto: float16 on CUDA, int8 on CPU",
+    )
+    cuda_cache_dir: str = setting(
+        os.path.expanduser(CUDA_CACHE_DIR_DEFAULT),
+        "directory of CUDA's compiled-kernel (JIT) cache, kept across restarts; empty leaves CUDA's own",
+        shown_default=CUDA_CACHE_DIR_DEFAULT,
+    )
+    """CUDA compiles CTranslate2's kernels for a GPU newer than the wheel knows at their first use (about 19 s on
+    an H100); the next start reads them from here (docs/gpu.md)."""
     engine_workers: int = setting(
-        2, "Whisper batches that run in parallel in the engine (CTranslate2 inter_threads)", minimum=1
+        0,
+        "Whisper batches that run in parallel in the engine (CTranslate2 inter_threads); 0: 2 on CPU, 4 on CUDA",
+        minimum=0,
+        shown_default="0 (2 on CPU, 4 on CUDA)",
     )
     """One model replica each. Two workers x 2 threads measured best on 2 cores: +30% throughput at 16
-    clients over one worker, and a lone request still gets 2 threads (docs/engine-config.md)."""
+    clients over one worker, and a lone request still gets 2 threads (docs/engine-config.md). On a GPU the
+    replicas share the device: one batch's host work (prompts, segments) overlaps another's kernels."""
     engine_threads: int = setting(2, "threads per engine worker (CTranslate2 intra_threads)", minimum=1)
     decoder_threads: int = setting(
         1,
@@ -111,7 +146,9 @@ class EngineConfig:
     """On: a 30 s window's encoder pass 363 -> 286 ms on 1 thread and 208 -> 135 ms on 2 (no page faults
     after the first window), and the engine's resident memory stays at its peak (docs/engine-config.md)."""
     beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
-    max_batch_size: int = setting(8, "30 s windows per engine batch", minimum=1)
+    max_batch_size: int = setting(
+        0, "30 s windows per engine batch; 0: 8 on CPU, 16 on CUDA", minimum=0, shown_default="0 (8 on CPU, 16 on CUDA)"
+    )
     max_batch_wait_ms: float = setting(5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
     tts_slots: int = setting(
         CORES,
@@ -173,6 +210,28 @@ class EngineConfig:
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
 
+    @property
+    def is_placed(self) -> bool:
+        """Whether the device, the compute type and the settings "by device" are all resolved."""
+        return (
+            self.device in ("cpu", "cuda")
+            and self.compute_type != "auto"
+            and self.engine_workers > 0
+            and self.max_batch_size > 0
+        )
+
+    def placed(self, device: str, compute_type: str) -> EngineConfig:
+        """This config once the engine knows where Whisper runs (runners/cuda.place): ``device`` and
+        ``compute_type`` resolved, and the settings whose 0 means "by device" filled in."""
+        cuda = device == "cuda"
+        return replace(
+            self,
+            device=device,
+            compute_type=compute_type,
+            engine_workers=self.engine_workers or (CUDA_ENGINE_WORKERS if cuda else CPU_ENGINE_WORKERS),
+            max_batch_size=self.max_batch_size or (CUDA_MAX_BATCH_SIZE if cuda else CPU_MAX_BATCH_SIZE),
+        )
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -193,12 +252,18 @@ class ServerConfig:
         AUDIO_PREPROCESS_WORKERS_DEFAULT,
         "workers decoding, resampling, splitting and computing log-mel features",
         minimum=1,
-        shown_default="min(cpu count, 2)",
+        shown_default="min(cpu count, 2); usable cores - 2 on a GPU machine",
     )
     audio_preprocess_pool: str = setting(
-        "thread", "kind of the audio preprocessing pool: thread or process", choices=("thread", "process")
+        "thread",
+        "kind of the audio preprocessing pool: thread or process (process on a GPU machine: docs/gpu.md)",
+        choices=("thread", "process"),
+        shown_default="thread",
     )
-    """Threads measured about 3x the uploads per second of processes (docs/engine-config.md)."""
+    """Threads measured about 3x the uploads per second of processes on 2 cores (docs/engine-config.md). On a
+    GPU machine (--device cuda, or auto with an NVIDIA driver present) the front end must feed the GPU from
+    every core: 64 clients of long audio on an H100 with 16 cores, 14 threads gave RTFx 528, 14 processes
+    1274, in the same run (the threads wait for each other's GIL; docs/gpu.md)."""
     blas_threads: int = setting(
         1,
         "threads of numpy's BLAS (log-mel features' matrix product) in the API process and its worker processes",
@@ -571,6 +636,13 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
     values["api_keys"] = _api_keys(
         values["api_key"], values["api_keys_file"], _source(keys_file_setting, args, environ)
     )
+    if values["device"] == "cuda" or (values["device"] == "auto" and nvidia_gpu_present()):
+        for name, gpu_default in (
+            ("audio_preprocess_workers", max(1, CORES - 2)),
+            ("audio_preprocess_pool", "process"),
+        ):
+            if _source(next(s for s in SETTINGS if s.name == name), args, environ) is None:
+                values[name] = gpu_default
     model_setting = next(s for s in SETTINGS if s.name == "model")
     engine = EngineConfig(
         model_path=str(_model_path(values["model"], _source(model_setting, args, environ))),

@@ -66,12 +66,13 @@ def test_data_dir_is_expanded(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "env", "message"),
     [
-        (["--engine-workers", "0"], {}, "--engine-workers must be at least 1, not 0"),
+        (["--engine-workers", "-1"], {}, "--engine-workers must be 0 or more, not -1"),
         (
             [],
-            {"VOXLANE_ENGINE_WORKERS": "0"},
-            "--engine-workers must be at least 1, not 0 (from VOXLANE_ENGINE_WORKERS)",
+            {"VOXLANE_ENGINE_WORKERS": "-1"},
+            "--engine-workers must be 0 or more, not -1 (from VOXLANE_ENGINE_WORKERS)",
         ),
+        (["--device", "gpu"], {}, "--device must be 'cpu', 'cuda' or 'auto', not 'gpu'"),
         (["--max-upload-mb", "0"], {}, "--max-upload-mb must be above 0"),
         (["--max-batch-wait-ms", "-1"], {}, "--max-batch-wait-ms must be 0 or more"),
         (["--port", "70000"], {}, "--port must be at most 65535"),
@@ -196,3 +197,32 @@ def test_a_switch_is_on_alone_or_takes_a_value(flags: list[str], env: dict[str, 
 def test_a_bad_switch_value_names_the_flag() -> None:
     with pytest.raises(ValueError, match="VOXLANE_METRICS_NEED_KEY='maybe' is not a switch value"):
         config(env={"VOXLANE_METRICS_NEED_KEY": "maybe"})
+
+
+def test_the_settings_by_device_are_resolved_where_whisper_runs() -> None:
+    engine = config().engine
+    assert (engine.device, engine.compute_type, engine.engine_workers, engine.max_batch_size) == ("auto", "auto", 0, 0)
+    assert not engine.is_placed
+    cpu, cuda = engine.placed("cpu", "int8"), engine.placed("cuda", "float16")
+    assert (cpu.engine_workers, cpu.max_batch_size, cpu.device, cpu.compute_type) == (2, 8, "cpu", "int8")
+    assert (cuda.engine_workers, cuda.max_batch_size, cuda.device, cuda.compute_type) == (4, 16, "cuda", "float16")
+    assert cpu.is_placed and cuda.is_placed
+    chosen = config("--engine-workers", "3", "--max-batch-size", "32").engine.placed("cuda", "float16")
+    assert (chosen.engine_workers, chosen.max_batch_size) == (3, 32)
+
+
+def test_a_gpu_machine_feeds_the_gpu_from_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    import voxlane.config as config_module
+
+    monkeypatch.setattr(config_module, "nvidia_gpu_present", lambda: False)
+    assert (config().audio_preprocess_pool, config().audio_preprocess_workers) == (
+        "thread",
+        config_module.AUDIO_PREPROCESS_WORKERS_DEFAULT,
+    )
+    gpu = config("--device", "cuda")
+    assert (gpu.audio_preprocess_pool, gpu.audio_preprocess_workers) == ("process", max(1, config_module.CORES - 2))
+    assert config("--device", "cpu").audio_preprocess_pool == "thread"
+    chosen = config("--device", "cuda", "--audio-preprocess-pool", "thread", "--audio-preprocess-workers", "3")
+    assert (chosen.audio_preprocess_pool, chosen.audio_preprocess_workers) == ("thread", 3)
+    monkeypatch.setattr(config_module, "nvidia_gpu_present", lambda: True)
+    assert config().audio_preprocess_pool == "process"  # --device auto with an NVIDIA driver

@@ -55,6 +55,8 @@ class EngineCore:
         """``tts_runners``: one per speech slot (none: an engine without speech); ``tts_solo_runner``: the
         many-thread runner for a unit that runs alone (engine/tts.py)."""
         self.runner = runner
+        if not config.engine_workers or not config.max_batch_size:  # not placed (tests): the CPU's values
+            config = config.placed("cpu" if config.device == "auto" else config.device, config.compute_type)
         self.workers = config.engine_workers
         self.scheduler = AsrScheduler(config.max_batch_size, config.max_batch_wait_ms / 1000.0)
         self.requests: dict[str, RequestState] = {}

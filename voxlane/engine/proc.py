@@ -42,6 +42,7 @@ from voxlane.messages import (
     decode_input,
     encode_output,
 )
+from voxlane.runners.cuda import CudaUnavailable
 
 log = logging.getLogger("voxlane.engine")
 
@@ -118,9 +119,13 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     outbox: queue.Queue[EngineOutput | SpeechChunk | None] = queue.Queue()
     threading.Thread(target=_output_thread, args=(out_sock, outbox), name="voxlane-engine-out", daemon=True).start()
     try:
+        config = _place(config)
         runner, tts_runners, tts_solo = _load_runners(config)
     except Exception as exc:
-        log.exception("could not load the models")
+        if isinstance(exc, CudaUnavailable):
+            log.error("%s", exc)  # the one line says it all: no traceback
+        else:
+            log.exception("could not load the models")
         outbox.put(EngineFailed(str(exc)))
         outbox.put(None)
         time.sleep(0.5)  # let the output thread send the reason
@@ -134,10 +139,11 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
     log.info(
-        "engine ready: %s (%s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d); "
+        "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d); "
         "speech: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
         config.model_path,
         config.compute_type,
+        config.device,
         config.engine_workers,
         config.engine_threads,
         config.decoder_threads,
@@ -182,6 +188,18 @@ def _in_nicer_thread(load: Callable[[], T], extra_niceness: int) -> T:
     if errors:
         raise errors[0]
     return result[0]
+
+
+def _place(config: EngineConfig) -> EngineConfig:
+    """Resolve --device and --compute-type (runners/cuda.py); raises CudaUnavailable for --device cuda
+    without a usable GPU, whose one-line message the API process prints before it exits."""
+    from voxlane.runners.cuda import place, set_jit_cache
+
+    if config.device != "cpu":
+        set_jit_cache(os.path.expanduser(config.cuda_cache_dir))  # before the first CUDA call
+    placement = place(config.device, config.compute_type)
+    log.info("Whisper on %s (%s): %s", placement.device, placement.compute_type, placement.reason)
+    return config.placed(placement.device, placement.compute_type)
 
 
 def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:

@@ -32,10 +32,11 @@ import tokenizers
 from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import merge_punctuations
 
-from voxlane.audio.features import pad_frames
+from voxlane.audio.features import N_FRAMES, pad_frames
 from voxlane.config import EngineConfig
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult, Word
 from voxlane.runners.base import WindowOutput, WindowPass
+from voxlane.runners.cuda import place
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,11 @@ class WhisperRunner:
 
     @classmethod
     def load(cls, config: EngineConfig) -> WhisperRunner:
+        """The model of ``config``; where --device or --compute-type is still auto (a config not placed by the
+        engine process, as in tests and `voxlane bench engine`), it is placed here (runners/cuda.place)."""
+        if not config.is_placed:
+            placement = place(config.device, config.compute_type)
+            config = config.placed(placement.device, placement.compute_type)
         path = Path(config.model_path)
         tokenizer_file = path / "tokenizer.json"
         if not tokenizer_file.is_file():
@@ -137,16 +143,32 @@ class WhisperRunner:
         def replicas(threads: int) -> ctranslate2.models.Whisper:
             return ctranslate2.models.Whisper(
                 str(path),
-                device="cpu",
+                device=config.device,
                 compute_type=config.compute_type,
                 inter_threads=config.engine_workers,
                 intra_threads=threads,
             )
 
         model = replicas(config.engine_threads)
-        decoder = None if config.decoder_threads == config.engine_threads else replicas(config.decoder_threads)
+        # On a GPU the threads only drive the kernels: a second set of replicas would only take memory.
+        separate = config.device == "cpu" and config.decoder_threads != config.engine_threads
+        decoder = replicas(config.decoder_threads) if separate else None
         tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
-        return cls(model, tokenizer, config.beam_size, model_n_mels(path), decoder)
+        runner = cls(model, tokenizer, config.beam_size, model_n_mels(path), decoder)
+        if config.device == "cuda":
+            runner.warm_up(config.max_batch_size)
+        return runner
+
+    def warm_up(self, max_batch_size: int) -> None:
+        """Run each batch size the scheduler may form, by powers of two, once before the engine says it is
+        ready: CUDA compiles the kernels a GPU newer than the wheel needs at their first use (seconds to tens
+        of seconds, read from the JIT cache on the next start) and cuBLAS picks its algorithms per shape."""
+        sizes = sorted({1, max_batch_size, *(2**k for k in range(1, max_batch_size.bit_length()))})
+        tok = self.tokenizer("transcribe", "en")
+        silence = np.full((self.n_mels, N_FRAMES), -0.5, dtype=np.float32)  # the floor of a silent window
+        for size in (n for n in sizes if n <= max_batch_size):
+            encoded = self.model.encode(ctranslate2.StorageView.from_array(np.stack([silence] * size)))
+            self.decoder.generate(encoded, [list(tok.sot_sequence)] * size, max_length=8, beam_size=1)
 
     @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
     def tokenizer(self, task: str, language: str) -> Tokenizer:
@@ -502,10 +524,15 @@ def speech_after(msg: WindowRequest, start_s: float) -> bool:
 
 
 def _take(encoded: ctranslate2.StorageView, rows: list[int], batch_size: int) -> ctranslate2.StorageView:
-    """The encoder output of some rows of the batch (the whole output when all rows are wanted)."""
+    """The encoder output of some rows of the batch (the whole output when all rows are wanted). On a GPU
+    the rows go through host memory (a fallback or a prompt group is a few windows: ~0.4 MB each in float16)."""
     if len(rows) == batch_size:
         return encoded
-    return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.asarray(encoded)[rows]))
+    if encoded.device == "cpu":
+        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.asarray(encoded)[rows]))
+    host = np.asarray(encoded.to_device(ctranslate2.Device.cpu))
+    taken = ctranslate2.StorageView.from_array(np.ascontiguousarray(host[rows]))
+    return taken.to_device(ctranslate2.Device.cuda)
 
 
 def _piece(tokens: list[int], ts_begin: int, default_start: float) -> tuple[float, float, list[int]]:

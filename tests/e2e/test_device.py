@@ -1,0 +1,26 @@
+"""--device cuda where CUDA cannot be used: the server refuses to start, with one line that says what is
+missing and what to do. (Every other e2e test runs on the default, --device auto, which is the CPU on a
+machine without a GPU; Whisper on a GPU itself: tests/models/test_cuda_runner.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import ServerProcess
+from voxlane.runners.cuda import cuda_device_count
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="this machine has a CUDA device")
+def test_device_cuda_without_a_gpu_refuses_to_start_and_says_why() -> None:
+    srv = ServerProcess("--device", "cuda")
+    try:
+        assert srv.proc.wait(120) != 0
+        log = srv.log()
+    finally:
+        srv.stop()
+    reason = (
+        "--device cuda: CTranslate2 sees no CUDA device (no NVIDIA GPU, or its driver is not loaded: check "
+        "nvidia-smi); run with --device cpu"
+    )
+    assert f"ERROR [engine] {reason}\n" in log, log
+    assert "could not load the models" not in log  # the engine's one line, no traceback of its own
