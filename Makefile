@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test install install-dev bench lint clean
+.PHONY: serve test install install-dev install-cuda bench bench-gpu lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
+# On a machine with an NVIDIA GPU: cuBLAS 12 for CTranslate2 (then `make serve ARGS="--device cuda"`).
+install-cuda: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[cuda]'
+
 serve: install
 	$(BIN)/voxlane serve $(ARGS)
 
@@ -32,6 +36,10 @@ test: install-dev
 
 bench: install-dev
 	$(BIN)/python benchmarks/asr_bench.py $(ARGS)
+
+# voxlane on the GPU against faster-whisper's BatchedInferencePipeline and the raw CTranslate2 ceiling (docs/gpu.md).
+bench-gpu: install-dev install-cuda
+	$(BIN)/python benchmarks/gpu_bench.py --dataset $(or $(DATASET),../shared/data/dev/manifest.jsonl) $(ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check voxlane tests benchmarks
