@@ -91,8 +91,16 @@ def _serve(args: argparse.Namespace) -> int:
         ),
         app.state.drain,
     )
+    logging.getLogger("uvicorn.error").addFilter(_drop_start_failure_traceback)
     server.run()
     return 0 if server.started else 1
+
+
+def _drop_start_failure_traceback(record: logging.LogRecord) -> bool:
+    """uvicorn logs the lifespan's traceback when the app fails to start; when the engine failed, the app has
+    already logged the reason in one line ("voxlane cannot start: ..."), which the traceback would bury."""
+    message = record.getMessage()
+    return not (message.startswith("Traceback") and "EngineStartFailed" in message)
 
 
 def build_parser() -> argparse.ArgumentParser:

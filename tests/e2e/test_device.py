@@ -22,5 +22,5 @@ def test_device_cuda_without_a_gpu_refuses_to_start_and_says_why() -> None:
         "--device cuda: CTranslate2 sees no CUDA device (no NVIDIA GPU, or its driver is not loaded: check "
         "nvidia-smi); run with --device cpu"
     )
-    assert f"ERROR [engine] {reason}\n" in log, log
-    assert "could not load the models" not in log  # the engine's one line, no traceback of its own
+    assert f"ERROR voxlane.server.app: voxlane cannot start: {reason}\n" in log, log
+    assert "Traceback" not in log, log  # neither the engine nor uvicorn buries the line under one

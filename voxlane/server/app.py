@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from voxlane import __version__
 from voxlane.config import ServerConfig, default_voice_paths
-from voxlane.engine.client import EngineClient
+from voxlane.engine.client import EngineClient, EngineStartFailed
 from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
 from voxlane.server.auth import RequireApiKey
@@ -51,7 +51,11 @@ def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -
         try:
             await executors.run("files", registry.load)
             await executors.warm_up((config.engine.tts_preload or default_voice_paths())[1])
-            await engine.start()
+            try:
+                await engine.start()
+            except EngineStartFailed as exc:
+                log.error("voxlane cannot start: %s", exc)  # uvicorn's copy of the traceback is filtered out (cli.py)
+                raise
             metrics.watch(engine, executors)
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size

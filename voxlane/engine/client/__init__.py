@@ -9,7 +9,7 @@ results to the requests waiting for them. Imports no model runtime.
 
 from __future__ import annotations
 
-from voxlane.engine.client.router import EngineClient, SpeechResult
+from voxlane.engine.client.router import EngineClient, EngineStartFailed, SpeechResult
 from voxlane.engine.client.streams import ResultStream
 
-__all__ = ["EngineClient", "ResultStream", "SpeechResult"]
+__all__ = ["EngineClient", "EngineStartFailed", "ResultStream", "SpeechResult"]

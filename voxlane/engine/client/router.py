@@ -42,6 +42,12 @@ from voxlane.messages import (
 
 log = logging.getLogger(__name__)
 
+
+class EngineStartFailed(RuntimeError):
+    """The engine's first start failed; the message is the engine's reason (a model that does not load,
+    --device cuda without a usable GPU), written for the operator."""
+
+
 SpeechResult = tuple[SpeechAudio, np.ndarray]
 """One speech unit's audio: the message and its mono int16 PCM."""
 
@@ -92,11 +98,11 @@ class EngineClient:
 
     async def start(self, timeout_s: float = 300.0) -> None:
         """Start the engine and wait until it has loaded its models, then watch it: from here on a dead engine
-        is started again (see ``_supervise``). Raises RuntimeError with the reason if the first start fails."""
+        is started again (see ``_supervise``). Raises EngineStartFailed with the reason if the first start fails."""
         self._start_timeout_s = timeout_s
         self.failure = await self._boot()
         if self.failure is not None:
-            raise RuntimeError(self.failure)
+            raise EngineStartFailed(self.failure)
         self._supervisor = asyncio.create_task(self._supervise(), name="voxlane-engine-supervisor")
 
     async def close(self) -> None:
