@@ -61,6 +61,32 @@ def run_json(args: list[str], result_dir: Path, name: str) -> dict:
     return json.loads((result_dir / name).read_text())
 
 
+def serve_load_args(base_url: str, dataset: str, subset: list[str], num_prompts: int, level: int) -> list[str]:
+    """`voxlane bench serve` transcriptions of ``dataset`` (``subset``: its duration flags) at ``level``
+    requests at once, /health probed every 20 ms."""
+    return [
+        "bench",
+        "serve",
+        "--backend",
+        "openai-audio",
+        "--base-url",
+        base_url,
+        "--model",
+        "whisper-1",
+        "--dataset",
+        dataset,
+        *subset,
+        "--num-prompts",
+        str(num_prompts),
+        "--max-concurrency",
+        str(level),
+        "--probe-interval-ms",
+        "20",
+        "--ready-check-timeout-sec",
+        "120",
+    ]
+
+
 def ceiling(
     dataset: str,
     subset: list[str],
@@ -138,27 +164,7 @@ def main() -> int:
             for level in levels:
                 print(f"server ({name}, concurrency {level}) ...", file=sys.stderr)
                 r = run_json(
-                    [
-                        "bench",
-                        "serve",
-                        "--backend",
-                        "openai-audio",
-                        "--base-url",
-                        base_url,
-                        "--model",
-                        "whisper-1",
-                        "--dataset",
-                        args.dataset,
-                        *subset,
-                        "--num-prompts",
-                        str(max(n, level)),
-                        "--max-concurrency",
-                        str(level),
-                        "--probe-interval-ms",
-                        "20",
-                        "--ready-check-timeout-sec",
-                        "120",
-                    ],
+                    serve_load_args(base_url, args.dataset, subset, max(n, level), level),
                     result_dir,
                     f"serve-{name}-c{level}.json",
                 )

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from asr_bench import VOXLANE, free_port, run_json, wait_ready
+from asr_bench import VOXLANE, free_port, run_json, serve_load_args, wait_ready
 
 HERE = Path(__file__).resolve().parent
 
@@ -190,29 +190,7 @@ def load(base_url: str, dataset: str, subset: list[str], level: int, n: int, res
     sampler = GpuSampler()
     try:
         r = run_json(
-            [
-                "bench",
-                "serve",
-                "--backend",
-                "openai-audio",
-                "--base-url",
-                base_url,
-                "--model",
-                "whisper-1",
-                "--dataset",
-                dataset,
-                *subset,
-                "--num-prompts",
-                str(n),
-                "--max-concurrency",
-                str(level),
-                "--probe-interval-ms",
-                "20",
-                "--ready-check-timeout-sec",
-                "120",
-                "--request-timeout-s",
-                "1200",
-            ],
+            [*serve_load_args(base_url, dataset, subset, n, level), "--request-timeout-s", "1200"],
             result_dir,
             name,
         )

@@ -586,6 +586,10 @@ def _source(s: Setting, args: argparse.Namespace, environ: Mapping[str, str]) ->
     return s.env if s.env in environ else None
 
 
+def _setting(name: str) -> Setting:
+    return next(s for s in SETTINGS if s.name == name)
+
+
 def _resolve(s: Setting, args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
     source = _source(s, args, environ)
     if source is None:
@@ -633,7 +637,7 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
     """Read every setting from the parsed flags, then ``environ``, then its default; check it and build the
     frozen config. Raises ValueError naming the flag and what to send instead."""
     values = {s.name: _resolve(s, args, environ) for s in SETTINGS}
-    keys_file_setting = next(s for s in SETTINGS if s.name == "api_keys_file")
+    keys_file_setting = _setting("api_keys_file")
     values["api_keys"] = _api_keys(
         values["api_key"], values["api_keys_file"], _source(keys_file_setting, args, environ)
     )
@@ -642,9 +646,9 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
             ("audio_preprocess_workers", max(1, CORES - 2)),
             ("audio_preprocess_pool", "process"),
         ):
-            if _source(next(s for s in SETTINGS if s.name == name), args, environ) is None:
+            if _source(_setting(name), args, environ) is None:
                 values[name] = gpu_default
-    model_setting = next(s for s in SETTINGS if s.name == "model")
+    model_setting = _setting("model")
     engine = EngineConfig(
         model_path=str(_model_path(values["model"], _source(model_setting, args, environ))),
         tts_preload=default_voice_paths(),

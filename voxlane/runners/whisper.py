@@ -166,7 +166,7 @@ class WhisperRunner:
         sizes = sorted({1, max_batch_size, *(2**k for k in range(1, max_batch_size.bit_length()))})
         tok = self.tokenizer("transcribe", "en")
         silence = np.full((self.n_mels, N_FRAMES), -1.5, dtype=np.float32)  # digital silence's log-mel
-        for size in (n for n in sizes if n <= max_batch_size):
+        for size in sizes:
             encoded = self.model.encode(ctranslate2.StorageView.from_array(np.stack([silence] * size)))
             self.decoder.generate(encoded, [list(tok.sot_sequence)] * size, max_length=8, beam_size=1)
 
