@@ -25,6 +25,9 @@ class TranscribeOptions(msgspec.Struct, frozen=True):
     """Text forced as the start of the window's transcript: what was said in the audio that opens the
     window (a live final's previous turns, read again as context). The result holds only what follows it,
     without timestamps, and the window is decoded in one pass."""
+    beam_size: int | None = None
+    """Beam size of this window's decode (live work: 1 for a partial, ``--realtime-beam-size`` for a final);
+    None: the engine's ``--beam-size``. The temperature fallback samples one candidate, as ever."""
 
 
 class WindowRequest(msgspec.Struct, tag="window"):

@@ -35,3 +35,30 @@ def test_a_prefix_is_read_on_from_and_left_out_of_the_text(runner: WhisperRunner
     after = read(first + ".")
     print(f"whole: {whole!r}\nafter {first!r}: {after!r}")
     assert after.split()[:6] == rest.split()[:6], (rest, after)  # on from the prefix, which is not repeated
+
+
+def test_a_window_may_ask_for_its_own_beam_size(runner: WhisperRunner, dev_set: list[Clip], monkeypatch) -> None:
+    """A live final asks for a beam (``--realtime-beam-size``) in a batch beside greedy windows: the rows
+    go to CTranslate2 in one call per beam size, and each result stays with its window."""
+    clips = sorted((c for c in dev_set if 3.0 < c.duration_s < 10.0), key=lambda c: c.path.name)[:2]
+    work = []
+    for clip, beam_size in zip(clips, (5, None)):
+        samples = decode_audio(clip.path.read_bytes(), 3600.0).samples
+        features, n_frames, speech = window_features(samples, runner.n_mels, 0.0)
+        options = TranscribeOptions(beam_size=beam_size)
+        msg = WindowRequest(clip.path.name, 0, 1, 0.0, clip.duration_s, n_frames, runner.n_mels, options, speech)
+        work.append(WindowPass(msg, features))
+    calls: list[tuple[int, int]] = []
+    generate_rows = runner._generate_rows
+
+    def spy(encoded, prompts, languages, batch, temperature, beam_size):
+        calls.append((len(batch), beam_size))
+        return generate_rows(encoded, prompts, languages, batch, temperature, beam_size)
+
+    monkeypatch.setattr(runner, "_generate_rows", spy)
+    outputs = runner.run(work)
+    assert sorted(calls) == [(1, 1), (1, 5)]
+    assert [o.result.request_id for o in outputs] == [c.path.name for c in clips]
+    for clip, output in zip(clips, outputs):
+        text = "".join(s.text for s in output.result.segments)
+        assert text.strip(), clip.path.name

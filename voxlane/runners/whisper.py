@@ -296,19 +296,21 @@ class WhisperRunner:
         temperature: float,
     ) -> list[_Decoded]:
         """Decode the windows ``rows`` of the batch; one result per row, in order. CTranslate2 wants the
-        start-of-transcript token at the same place in every row of a call, so rows whose prompts differ in
-        length (requests with prompts of their own) go in separate calls."""
-        by_length: dict[int, list[int]] = {}
+        start-of-transcript token at the same place in every row of a call, and takes one beam size a call,
+        so rows whose prompts differ in length (requests with prompts of their own) or that ask for another
+        beam size (``TranscribeOptions.beam_size``) go in separate calls."""
+        groups: dict[tuple[int, int], list[int]] = {}
         for i in rows:
-            by_length.setdefault(len(prompts[i]), []).append(i)
+            groups.setdefault((len(prompts[i]), batch[i].options.beam_size or self.beam_size), []).append(i)
         decoded: dict[int, _Decoded] = {}
-        for group in by_length.values():
+        for (_, beam_size), group in groups.items():
             outs = self._generate_rows(
                 _take(encoded, group, len(batch)),
                 [prompts[i] for i in group],
                 [languages[i] for i in group],
                 [batch[i] for i in group],
                 temperature,
+                beam_size,
             )
             decoded.update(zip(group, outs))
         return [decoded[i] for i in rows]
@@ -320,6 +322,7 @@ class WhisperRunner:
         languages: list[str],
         batch: Sequence[WindowPass],
         temperature: float,
+        beam_size: int,
     ) -> list[_Decoded]:
         sampling = {"sampling_temperature": temperature, "sampling_topk": 0} if temperature > 0 else {}
         max_length = MAX_LENGTH
@@ -331,7 +334,7 @@ class WhisperRunner:
         outputs = self.decoder.generate(
             encoded,
             prompts,
-            beam_size=self.beam_size if temperature == 0 else 1,
+            beam_size=beam_size if temperature == 0 else 1,
             max_length=max_length,
             return_scores=True,
             return_no_speech_prob=True,
