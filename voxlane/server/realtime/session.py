@@ -568,7 +568,12 @@ class RealtimeSession:
         else:
             features, n_frames, speech = await self.state.executors.run("live", window_features, pcm, n_mels, offset_s)
         duration_s = len(pcm) / SAMPLE_RATE
-        options = TranscribeOptions(language=self.settings.language, prompt=self.settings.prompt, prefix=prefix)
+        options = TranscribeOptions(
+            language=self.settings.language,
+            prompt=self.settings.prompt,
+            prefix=prefix,
+            beam_size=1 if partial else self.config.realtime_beam_size or None,
+        )
         request_id = f"rt-{uuid.uuid4().hex}"
         async with engine.request(request_id, [duration_s]) as stream:
             await engine.send(
