@@ -6,10 +6,13 @@ and each turn is decoded by the bundled Whisper (greedy, no timestamps) in three
 audio of the previous turns that end where it starts (at most 10 s / 3 turns, and 20 s / 6 turns), their
 text (as this same method read them) forced as the start of the transcript. A decode that loops
 (compression ratio > 2.4) is read again alone. Prints WER (S/D/I) per file and over all, and the time
-each way took. This is how ``CONTEXT_S`` (server/realtime/session.py) was chosen (docs/benchmarks.md,
-"Finals read on from the previous turns").
+each way took. ``--contiguous`` starts every turn where the previous one ended (as a live session's
+pieces do when speech is never far apart); ``--beam-size`` decodes with a beam (``--realtime-beam-size``).
+This is how ``CONTEXT_S`` (server/realtime/session.py) was chosen (docs/benchmarks.md, "Finals read on
+from the previous turns", and its seventh round).
 
     .venv/bin/python benchmarks/realtime_context.py [--dataset ../shared/data/dev/manifest.jsonl]
+        [--contiguous] [--beam-size 1]
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ WAYS = {"alone": (0, 0), "10 s / 3 turns": (10, 3), "20 s / 6 turns": (20, 6)}
 
 
 class Reader:
-    def __init__(self) -> None:
+    def __init__(self, beam_size: int = 1) -> None:
+        self.beam_size = beam_size
         path = default_model_path()
         self.model = ctranslate2.models.Whisper(str(path), device="cpu", compute_type="int8", intra_threads=2)
         hf = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
@@ -54,7 +58,7 @@ class Reader:
         encoded = self.model.encode(ctranslate2.StorageView.from_array(features[None]))
         forced = self.tok.encode(" " + prefix.strip()) if prefix else []
         prompt = [*self.tok.sot_sequence, self.tok.no_timestamps, *forced]
-        out = self.model.generate(encoded, [prompt], beam_size=1, max_length=448, suppress_tokens=[-1])[0]
+        out = self.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=448, suppress_tokens=[-1])[0]
         ids = [t for t in out.sequences_ids[0] if t < self.tok.eot]
         if ids[: len(forced)] == forced:
             ids = ids[len(forced) :]
@@ -63,7 +67,7 @@ class Reader:
         return None if prefix and raw and len(raw) / len(zlib.compress(raw)) > 2.4 else text
 
 
-def turns_of(pcm: np.ndarray) -> list[tuple[int, int]]:
+def turns_of(pcm: np.ndarray, contiguous: bool = False) -> list[tuple[int, int]]:
     live = LiveInput(SR, SessionSettings().turn_detection)
     turns: list[tuple[int, int]] = []
     start, last_end, step = None, 0, SR // 10
@@ -80,6 +84,8 @@ def turns_of(pcm: np.ndarray) -> list[tuple[int, int]]:
                 last_end, start = end, None
     if start is not None:
         turns.append((start, len(pcm)))
+    if contiguous:
+        return [(turns[k - 1][1] if k else start, end) for k, (start, end) in enumerate(turns)]
     return turns
 
 
@@ -105,18 +111,20 @@ def read_turns(reader: Reader, pcm: np.ndarray, turns: list[tuple[int, int]], co
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default="../shared/data/dev/manifest.jsonl")
+    parser.add_argument("--contiguous", action="store_true", help="every turn starts where the previous one ended")
+    parser.add_argument("--beam-size", type=int, default=1, help="beam size of every decode (default: 1, greedy)")
     args = parser.parse_args()
     manifest = Path(args.dataset)
     items = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
     items = [d for d in items if 60 <= d["duration_s"] <= 200]
     _, normalise = text_normaliser()
-    reader = Reader()
+    reader = Reader(args.beam_size)
     refs: list[str] = []
     hyps: dict[str, list[str]] = {way: [] for way in WAYS}
     for item in items:
         samples = decode_audio((manifest.parent / item["audio"]).read_bytes(), 3600.0).samples
         pcm = np.clip(np.round(samples * 32768.0), -32768, 32767).astype(np.int16)
-        turns = turns_of(pcm)
+        turns = turns_of(pcm, args.contiguous)
         refs.append(normalise(item["text"]))
         line = [f"{Path(item['audio']).name[:36]:36} {len(turns):3} turns"]
         for way, (context_s, most) in WAYS.items():
