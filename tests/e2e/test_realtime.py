@@ -415,3 +415,39 @@ def test_connection_buffer_and_idle_limits(limited: ServerProcess) -> None:
     assert refused["error"]["code"] == "too_many_sessions"
     assert full["error"]["code"] == "input_audio_buffer_full"
     assert idle["error"]["code"] == "idle_timeout" and close_code == 1000
+
+
+def test_finals_decoded_with_a_beam_read_the_clips(dev_set: list[Clip]) -> None:
+    """``--realtime-beam-size 3``: each committed turn's final is decoded with a beam of 3 (partials stay
+    greedy), and the finals read the clips about as well as the batch endpoint does."""
+    clips = sorted(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))[-3:]  # the most words
+
+    async def session(base_url: str) -> list[str]:
+        transcripts = []
+        async with websockets.connect(base_url.replace("http://", "ws://") + "/v1/realtime?intent=transcription") as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            for clip in clips:
+                for chunk in chunks(pcm16(clip)):
+                    await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+                events = await events_until(ws, "conversation.item.input_audio_transcription.completed")
+                transcripts.append(events[-1]["transcript"])
+        return transcripts
+
+    with running_server("--realtime-beam-size", "3") as beam:
+        transcripts = asyncio.run(session(beam.base_url))
+        batch = [
+            httpx.post(
+                beam.base_url + "/v1/audio/transcriptions",
+                files={"file": (clip.path.name, clip.path.read_bytes())},
+                data={"model": "whisper-1"},
+                timeout=60,
+            ).json()["text"]
+            for clip in clips
+        ]
+    refs = [clip.text for clip in clips]
+    print(f"WER live {wer(refs, transcripts):.3f}, batch {wer(refs, batch):.3f}: {transcripts} / {batch}")
+    assert len(transcripts) == len(clips) and all(transcripts), transcripts
+    assert wer(refs, transcripts) <= wer(refs, batch) + 0.1, (transcripts, batch)
