@@ -85,7 +85,7 @@ def turns_of(pcm: np.ndarray, contiguous: bool = False) -> list[tuple[int, int]]
     if start is not None:
         turns.append((start, len(pcm)))
     if contiguous:
-        return [(turns[k - 1][1] if k else start, end) for k, (start, end) in enumerate(turns)]
+        return [(turns[k - 1][1] if k else first, end) for k, (first, end) in enumerate(turns)]
     return turns
 
 
