@@ -31,7 +31,7 @@ def test_turns_start_with_prefix_padding_and_stop_after_the_silence() -> None:
     # 0.2 (between off=0.35 and on) twice, then speech: not a pause; three quiet frames end the turn
 
 
-def test_a_pause_comes_200_ms_into_the_silence_and_the_stop_names_the_same_quiet() -> None:
+def test_a_pause_comes_200_ms_into_the_silence_speech_resumes_it_and_the_stop_names_the_same_quiet() -> None:
     options = VadOptions(threshold=0.5, prefix_padding_ms=0, silence_duration_ms=500)  # 16 frames
     detector = TurnDetector(options)
     # speech, 8 quiet frames (a pause: 7 frames = 224 ms), speech again, then 16 quiet frames (pause, stop)
@@ -40,10 +40,12 @@ def test_a_pause_comes_200_ms_into_the_silence_and_the_stop_names_the_same_quiet
     assert [(e.kind, e.sample, e.quiet_from) for e in events] == [
         ("start", 0, -1),
         ("pause", 12 * FRAME, 5 * FRAME),
+        ("resume", 13 * FRAME, 5 * FRAME),
         ("pause", 23 * FRAME, 16 * FRAME),
         ("stop", 32 * FRAME, 16 * FRAME),
     ]
-    # the first pause's quiet run was broken by speech: only the second one's decode may end the turn
+    # the first pause's quiet run was broken by speech (its decode is dropped at once): only the second
+    # one's decode may end the turn
 
 
 def test_a_stream_of_chunks_is_one_resampled_signal_and_finds_the_speech() -> None:

@@ -12,8 +12,8 @@ starts where a frame's probability reaches ``threshold`` (the turn's audio begin
 before it), and stops once it has stayed under ``threshold - 0.15`` for ``silence_duration_ms`` (the
 turn's audio ends there, that silence included). voxlane adds a *pause* event ``PAUSE_MS`` into that
 silence: the session starts the turn's final decode there, so the text is on its way while server_vad
-still waits to be sure the speaker is done (a pause that speech then breaks costs one decode, whose text
-is sent as a delta).
+still waits to be sure the speaker is done. If speech comes back before the stop, a *resume* event says so,
+and the session drops that decode (cancelled if the engine has not started it yet).
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ def decode_pcm16(audio_b64: str) -> np.ndarray:
 @dataclass(frozen=True)
 class TurnEvent:
     kind: str
-    """'start', 'pause' or 'stop'."""
+    """'start', 'pause', 'resume' (speech again after a pause, the turn going on) or 'stop'."""
     sample: int
     """Where the turn's audio starts (prefix padding included) or ends (the closing silence included; for a
-    pause, the quiet so far)."""
+    pause, the quiet so far); for a resume, the frame where speech came back."""
     quiet_from: int = -1
-    """For 'pause' and 'stop': where the run of quiet frames began. A stop with the same ``quiet_from`` as
+    """For 'pause', 'resume' and 'stop': where the run of quiet frames began. A stop with the same ``quiet_from`` as
     a pause ends the turn in the silence that pause was in: nothing was said between them."""
 
 
@@ -96,6 +96,8 @@ class TurnDetector:
                     events.append(TurnEvent("start", self.origin + max(0, i * FRAME - pad)))
                 continue
             if p >= on:
+                if self.paused:  # speech again after a pause: that pause's decode will not end the turn
+                    events.append(TurnEvent("resume", self.origin + i * FRAME, self.origin + self.quiet_since * FRAME))
                 self.quiet_since, self.paused = None, False
             elif p < off:
                 if self.quiet_since is None:

@@ -10,12 +10,14 @@ decoded at once, as the batch endpoint decodes a window (30 s of features; same 
 Three kinds of work run beside the reader:
 - partials: a ticker starts one decode of the open turn's tail every ``--realtime-partial-interval-s``
   (one at a time; features cut to the audio, engine priority ``PARTIAL_DEADLINE_S``), and sends the
-  words past those already sent as a ``...delta`` (the last word is held back: it may be cut off);
+  words past those already sent as a ``...delta`` (the last word is held back: it may be cut off). None
+  starts while a pause's decode is out: the audio since then is quiet, and that decode sends every word;
 - finals: each closed piece's decode (priority ``FINAL_DEADLINE_S``). With server_vad the last piece's
   decode starts at the turn's *pause* (audio/live.py: ``PAUSE_MS`` into the silence), while server_vad still
   waits for ``silence_duration_ms``; if that silence ends the turn, the decode is the turn's last piece
-  (its audio ends at the pause: what follows is silence), and if speech resumes, its text is sent as a
-  delta and the turn goes on;
+  (its audio ends at the pause: what follows is silence), and if speech resumes first (audio/live.py's
+  *resume*), the decode is dropped (the engine skips it if it has not started: a final costs several
+  partials) and partials go on;
 - completions: once a turn is committed and its pieces are decoded, the words not yet sent as a delta,
   then ``...completed`` with the whole text. Completions go out in turn order.
 
@@ -298,6 +300,9 @@ class RealtimeSession:
             elif turn_event.kind == "pause":
                 if self.turn is not None:
                     self._start_pause_decode(self.turn, min(turn_event.sample, self.received), turn_event.quiet_from)
+            elif turn_event.kind == "resume":
+                if self.turn is not None:
+                    self._drop_pause_decode(self.turn)
             elif self.turn is not None:
                 await self.send(
                     {
@@ -395,8 +400,8 @@ class RealtimeSession:
         self._partial_upto = end
 
     def _start_pause_decode(self, turn: Turn, end: int, quiet_from: int) -> None:
-        """Start the turn's final decode at a pause (see the module's docstring). Partials go on beside it
-        (a pause that speech breaks would otherwise hold them up)."""
+        """Start the turn's final decode at a pause (see the module's docstring). Partials wait for it or
+        for speech to resume (``_drop_pause_decode``)."""
         if end - turn.tail < int(MIN_TURN_S * SAMPLE_RATE):
             return
         if self._completion is not None and not self._completion.done():
@@ -419,7 +424,8 @@ class RealtimeSession:
         return text
 
     def _drop_pause_decode(self, turn: Turn) -> None:
-        """Cancel a pause's decode that will not be the turn's last piece (speech went on)."""
+        """Cancel a pause's decode that will not be the turn's last piece (speech resumed, or the turn was
+        cut or cleared)."""
         if turn.pause is not None:
             turn.pause[1].text.cancel()
             turn.pause = None
@@ -475,7 +481,7 @@ class RealtimeSession:
         while True:
             await asyncio.sleep(interval / 4)
             turn = self.turn
-            if turn is None or (self._partial is not None and not self._partial.done()):
+            if turn is None or turn.pause is not None or (self._partial is not None and not self._partial.done()):
                 continue
             speech_s = (self.received - max(turn.tail, turn.speech_from)) / SAMPLE_RATE
             if speech_s < MIN_PARTIAL_S or self.received <= self._partial_upto:
