@@ -449,15 +449,16 @@ class ServerConfig:
     more engine CPU; final text 0.32-0.35 s after the turn's end at the median against 0.26-0.35 s, the same
     WER (docs/benchmarks.md, "sixth round")."""
     realtime_beam_size: int = setting(
-        0,
+        3,
         "beam size of a live turn's final decode (partials are always greedy); 0 takes --beam-size",
         minimum=0,
-        shown_default="0",
+        shown_default="3",
     )
-    """8 streams of long speech on 2 cores (docs/benchmarks.md, "seventh round"): 3 read the finals at 6.11%
-    WER against 6.62-7.24% greedy (the batch endpoint: 5.66%), but final text came 0.54 s after the turn's
-    end at the median against 0.47 s, and partials 0.92-0.93 a second against 0.96: each forced context token
-    costs the decoder a step per beam. Worth it with fewer streams or more cores."""
+    """8 streams of long speech on 2 cores (docs/benchmarks.md, "seventh round" and "eighth round"): 3 reads
+    the finals at 6.11% WER in every run against 6.62-7.07% greedy (the batch endpoint: 5.66%), for final
+    text 0.28-0.38 s after the turn's end at the median against 0.25-0.27 s greedy in the same session
+    (0.54 s against 0.47 s on a slower host), partials 1.03-1.05 a second against 1.08-1.10: each forced
+    context token costs the decoder a step per beam. 1 (greedy) for more streams on few cores."""
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1
