@@ -96,7 +96,7 @@ class TurnDetector:
                     events.append(TurnEvent("start", self.origin + max(0, i * FRAME - pad)))
                 continue
             if p >= on:
-                if self.paused:  # speech again after a pause: that pause's decode will not end the turn
+                if self.paused and self.quiet_since is not None:  # speech again: that pause's decode goes
                     events.append(TurnEvent("resume", self.origin + i * FRAME, self.origin + self.quiet_since * FRAME))
                 self.quiet_since, self.paused = None, False
             elif p < off:
