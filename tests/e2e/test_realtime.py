@@ -395,8 +395,15 @@ def test_connection_buffer_and_idle_limits(limited: ServerProcess) -> None:
     second = base64.b64encode(np.zeros(24000, dtype="<i2").tobytes()).decode()
 
     async def session() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], int | None]:
-        async with websockets.connect(ws_url(limited), **auth) as ws:
-            await events_until(ws, "session.created")
+        for _ in range(100):  # the previous test's last session may not have given its place back yet
+            ws = await websockets.connect(ws_url(limited), **auth)
+            if json.loads(await ws.recv()).get("type") == "session.created":
+                break
+            await ws.close()
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the previous session's place was never freed")
+        async with ws:
             async with websockets.connect(ws_url(limited), **auth) as extra:  # over --realtime-max-connections
                 refused = json.loads(await extra.recv())
                 await asyncio.wait_for(extra.wait_closed(), 10)
