@@ -3,7 +3,7 @@
 Each concurrency slot owns one ``RawClient`` (bench/http.py) holding one connection, so slots never wait on a
 shared pool. A dispatcher releases requests at Poisson arrival times (or all at once for an infinite
 rate); a free slot takes the next released request, and its latency is measured from when it is sent.
-The health probe runs on its own thread (see health_probe.py). Inputs are read before the clock starts.
+The health probe runs in its own process (see health_probe.py). Inputs are read before the clock starts.
 """
 
 from __future__ import annotations
