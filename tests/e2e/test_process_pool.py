@@ -1,11 +1,26 @@
-"""--audio-preprocess-pool process: decoding and features in worker processes give the same answers."""
+"""--audio-preprocess-pool process: decoding and features in worker processes give the same answers, their
+audio crosses in shared memory (audio/shared.py), and no block of it outlives its request."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
-from tests.conftest import running_server
+from tests.conftest import metric, running_server
 from tests.wer import normalise
+from voxlane.audio import shared
+
+
+def _blocks(pid: int) -> list[str]:
+    return [p.name for p in shared.SHM_DIR.glob(f"voxlane-{pid}-*")]
+
+
+def _until_no_blocks(pid: int, timeout_s: float = 30.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := _blocks(pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
@@ -29,3 +44,25 @@ def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
         assert r.status_code == 200, r.text
         assert abs(r.json()["duration"] - long.duration_s) < 0.05
         assert httpx.get(srv.base_url + "/v1/audio/voices", timeout=10).status_code == 200
+
+        # Every upload, every window's samples and features went through shared memory; none through
+        # the pipe. Per request: the upload, the samples, and one transfer of features per window.
+        text = httpx.get(srv.base_url + "/metrics", timeout=10).text
+        windows = metric(text, "voxlane_windows_total")
+        assert metric(text, "voxlane_audio_transfers_total", way="shared_memory") == 2 * 2 + windows
+        assert metric(text, "voxlane_audio_transfers_total", way="pipe") == 0
+        assert _until_no_blocks(srv.proc.pid) == []
+
+        # A client that hangs up while its long upload is decoded or transcribed leaves no block behind.
+        if shared.usable():
+            try:
+                httpx.post(
+                    srv.base_url + "/v1/audio/transcriptions",
+                    files={"file": long.path.open("rb")},
+                    data={"model": "whisper-1"},
+                    timeout=httpx.Timeout(30, read=0.3),
+                )
+            except httpx.ReadTimeout:
+                pass
+            assert _until_no_blocks(srv.proc.pid) == []
+            assert httpx.get(srv.base_url + "/health", timeout=5).status_code == 200

@@ -47,6 +47,9 @@ class AudioWindow:
     """Its samples: mono int16 at 16 kHz."""
     speech: Speech | None
     """What VAD found in it, when the upload was chunked by VAD; else None (found by window_features)."""
+    block_offset: int | None = None
+    """Where its samples start in the upload's block of shared memory (``SplitAudio.block``; ``pcm`` is
+    then empty: audio/shared.py); None when ``pcm`` holds them."""
 
     @property
     def offset_s(self) -> float:
@@ -66,6 +69,8 @@ class SplitAudio:
     windows: list[AudioWindow]
     silent_s: float
     """Seconds of audio left out as silent."""
+    block: str | None = None
+    """The block of shared memory that holds the windows' samples (audio/shared.py), or None."""
 
     @property
     def duration_s(self) -> float:

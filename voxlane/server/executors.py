@@ -9,7 +9,8 @@ and it holds the GIL for up to 15 ms per call, which the event loop would wait o
 ``run_encode(request_id, ...)`` (worker processes, each stream pinned to one: PyAV holds the GIL through
 parts of resampling and muxing); voice file work through ``run("files", ...)``; the /metrics page through
 ``run("metrics", ...)`` (one thread: rendering holds the GIL, and from a thread the loop gets it back every
-switch interval instead of waiting out the whole page). Each pool is owned here,
+switch interval instead of waiting out the whole page); uploads written to shared memory for the audio
+worker processes through ``run("transfer", ...)`` (audio/shared.py). Each pool is owned here,
 sized from config, and shut down here (queued work cancelled). ``load()`` says how busy each pool is, for
 /metrics.
 """
@@ -26,12 +27,13 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from voxlane.audio import shared
 from voxlane.blas import limit_blas_threads
 from voxlane.child import become_child
 from voxlane.config import ServerConfig
@@ -40,7 +42,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 # Workers yield to the event loop thread when both want a core: the loop's latency is the product.
 WORKER_NICENESS = 5
-PoolName = Literal["audio", "live", "text", "files", "metrics"]
+TRANSFER_WORKERS = 2
+PoolName = Literal["audio", "live", "text", "files", "metrics", "transfer"]
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,23 @@ class Executors:
         # log-mel features run on these pools: numpy's BLAS threads would spin beside them (voxlane/blas.py)
         limit_blas_threads(config.blas_threads)
         blas = config.blas_threads
-        self._workers = {"audio": workers, "live": workers, "text": config.text_workers, "files": 1, "metrics": 1}
+        self._workers = {
+            "audio": workers,
+            "live": workers,
+            "text": config.text_workers,
+            "files": 1,
+            "metrics": 1,
+            "transfer": TRANSFER_WORKERS,
+        }
         """Workers per pool, for ``load()``."""
         # How to (re)build each pool; a process pool whose worker died is rebuilt from here.
         self._factories: dict[str, Callable[[], Executor]] = {}
+        self.shared_audio = config.audio_preprocess_pool == "process" and shared.usable()
+        """Whether audio jobs hand samples and features over in shared memory (audio/shared.py)."""
+        if self.shared_audio:
+            removed = shared.sweep()
+            if removed:
+                log.info("removed %d block(s) of shared memory left by a voxlane server that is gone", removed)
         if config.audio_preprocess_pool == "process":
             self._factories["audio"] = partial(_process_pool, workers, "voxlane-audio", blas, *_AUDIO_MODULES)
         else:
@@ -81,6 +97,11 @@ class Executors:
         self._factories["files"] = partial(
             ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files", initializer=_lower_priority
         )
+        # Uploads written to shared memory for the audio processes (audio/shared.py): a write to tmpfs holds
+        # no GIL, but it is a syscall of a millisecond for a few MB, so not on the loop.
+        self._factories["transfer"] = partial(
+            ThreadPoolExecutor, TRANSFER_WORKERS, thread_name_prefix="voxlane-transfer", initializer=_lower_priority
+        )
         # Not niced: rendering is pure Python with the GIL held throughout, so the loop cannot run beside it
         # anyway, and a niced thread would more often be taken off the CPU while it holds the GIL.
         self._factories["metrics"] = partial(ThreadPoolExecutor, 1, thread_name_prefix="voxlane-metrics")
@@ -98,22 +119,36 @@ class Executors:
     def _encoders(self) -> list[Executor]:
         return [self._pools[name] for name in self._encode_names]
 
-    async def run(self, pool: PoolName, fn: Callable[..., T], *args: Any) -> T:
+    async def run(
+        self, pool: PoolName, fn: Callable[..., T], *args: Any, on_abandon: Callable[[], None] | None = None
+    ) -> T:
         """Run ``fn(*args)`` on the named pool. If the awaiting task is cancelled before the job starts,
-        the job never starts (asyncio cancels the pool's future). A process pool whose worker died is
-        replaced, and the jobs it took down fail with ``BrokenProcessPool``; later jobs run."""
-        return await self._run(pool, fn, *args)
+        the job never starts (asyncio cancels the pool's future); if it is cancelled while the job runs,
+        ``on_abandon`` is called once the job has ended (on the pool's thread), for what the job leaves
+        that nobody will take (its blocks of shared memory). A process pool whose worker died is replaced,
+        and the jobs it took down fail with ``BrokenProcessPool``; later jobs run."""
+        return await self._run(pool, fn, *args, on_abandon=on_abandon)
 
     async def run_encode(self, key: str, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(key, *args)`` on the encode worker that owns stream ``key`` (always the same one)."""
         name = self._encode_names[zlib.crc32(key.encode()) % len(self._encode_names)]
         return await self._run(name, fn, key, *args)
 
-    async def _run(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+    async def _run(
+        self, name: str, fn: Callable[..., T], *args: Any, on_abandon: Callable[[], None] | None = None
+    ) -> T:
         executor = self._pools[name]
         self._in_flight[name] += 1
+        job: Future[T] | None = None
         try:
-            return await asyncio.get_running_loop().run_in_executor(executor, partial(fn, *args))
+            job = executor.submit(partial(fn, *args))  # raises BrokenProcessPool at once on a broken pool
+            return await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            if job is not None:
+                job.cancel()  # now, not a loop iteration later: a worker freeing up meanwhile would start it
+                if on_abandon is not None:
+                    job.add_done_callback(lambda _: on_abandon())  # at once if the job never started
+            raise
         except BrokenProcessPool:
             if self._pools[name] is executor:
                 log.error("a worker process of the %s pool died; starting a new pool (its jobs fail)", name)
@@ -149,6 +184,8 @@ class Executors:
     def shutdown(self) -> None:
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
+        if self.shared_audio:
+            shared.sweep(own=True)
 
 
 def _lower_priority() -> None:
@@ -157,7 +194,7 @@ def _lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
 
 
-_AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline")
+_AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline", "voxlane.audio.shared")
 # Piper's phonemiser (and the onnxruntime its package pulls in) loads in the text workers only: phonemes.py
 # imports it lazily so that the API process never does.
 _TEXT_MODULES = ("piper.phonemize_espeak", "piper.phoneme_ids", "voxlane.text.phonemes")

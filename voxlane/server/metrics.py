@@ -67,6 +67,15 @@ class Metrics:
             "Extra decode passes over windows whose decode stopped early.",
             registry=registry,
         )
+        self.audio_transfers = Counter(
+            "voxlane_audio_transfers",
+            "Uploads, windows' samples and windows' features handed between the API process and its audio "
+            "worker processes, by way: 'shared_memory' or 'pipe' (no room in /dev/shm; audio/shared.py).",
+            ("way",),
+            registry=registry,
+        )
+        for way in ("shared_memory", "pipe"):
+            self.audio_transfers.labels(way)  # both on the page from the start, at 0
         self.first_text_seconds = Histogram(
             "voxlane_transcription_first_text_seconds",
             "From a transcription's arrival to its first window's text, streamed or not.",

@@ -17,7 +17,9 @@ import logging
 import math
 import time
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
-from voxlane.audio.pipeline import OverBudget, SplitAudio, SplitSteps, decode_and_split, window_features
+from voxlane.audio import shared
+from voxlane.audio.pipeline import (
+    AudioWindow,
+    OverBudget,
+    Speech,
+    SplitAudio,
+    SplitSteps,
+    decode_and_split,
+    window_features,
+)
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import ResultStream
 from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
@@ -158,30 +169,59 @@ async def _decode(state: AppState, data: bytes, vad: VadOptions | None) -> Split
     OverBudget as soon as the audio with sound passes it. On a thread pool the decode goes in steps of
     STEP_S seconds of audio, each a job of its own, so that hours of audio take turns with the short jobs
     of other requests, and past the first step (long audio) at most ``audio workers - 1`` such decodes run
-    at once; a process pool cannot hold a decoder between jobs, so there it is one job."""
+    at once; a process pool cannot hold a decoder between jobs, so there it is one job, and the upload and
+    the windows' samples cross to and from it in shared memory (audio/shared.py)."""
     config = state.config
+    executors = state.executors
     if config.audio_preprocess_pool == "process":
-        return await state.executors.run(
-            "audio",
-            decode_and_split,
-            data,
-            config.max_audio_duration_s,
-            config.split_search_s,
-            vad,
-            state.engine.audio_room_s(),
-        )
+        if not executors.shared_audio:
+            return await executors.run(
+                "audio",
+                decode_and_split,
+                data,
+                config.max_audio_duration_s,
+                config.split_search_s,
+                vad,
+                state.engine.audio_room_s(),
+            )
+        upload, pcm = shared.new_name(), shared.new_name()
+        written = await executors.run("transfer", shared.write_block, upload, data)
+        transfers = state.metrics.audio_transfers
+        transfers.labels("shared_memory" if written else "pipe").inc()
+        try:
+            split = await executors.run(
+                "audio",
+                shared.decode_and_split_shared,
+                upload if written else data,
+                pcm,
+                config.max_audio_duration_s,
+                config.split_search_s,
+                vad,
+                state.engine.audio_room_s(),
+                on_abandon=partial(shared.unlink, pcm),
+            )
+        except BaseException:
+            shared.unlink(pcm)
+            raise
+        finally:
+            shared.unlink(upload)
+        if split.windows:
+            transfers.labels("pipe" if split.block is None else "shared_memory").inc()
+        return split
     steps = SplitSteps(data, config.max_audio_duration_s, config.split_search_s, vad)
-    audio = await state.executors.run("audio", steps.step, state.engine.audio_room_s())
+    audio = await executors.run("audio", steps.step, state.engine.audio_room_s())
     if audio is not None:
         return audio
     async with state.engine.long_decodes:  # long audio: leave an audio worker to the others
         while audio is None:
-            audio = await state.executors.run("audio", steps.step, state.engine.audio_room_s())
+            audio = await executors.run("audio", steps.step, state.engine.audio_room_s())
     return audio
 
 
 async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
-    form = await read_form(request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part")
+    form = await read_form(
+        request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part", in_memory=True
+    )
     upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
     fields: dict[str, Any] = text_fields(form)
     granularities = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
@@ -265,6 +305,11 @@ class _Job:
         self.options = options
         self.arrived_s = arrived_s
         """When the request arrived (perf_counter), for the time to its first text."""
+        self.block = audio.block
+        """The block of shared memory that holds the windows' samples, or None (audio/shared.py)."""
+        self._release_block = weakref.finalize(self, shared.unlink, audio.block)
+        """Removes the block once the last window's features are computed, or when this job is gone
+        (a request that ended early, or a stream never read)."""
 
     async def results(self) -> AsyncIterator[WindowResult]:
         if not self.windows:
@@ -301,9 +346,7 @@ class _Job:
         engine = self.state.engine
         try:
             for index, window in enumerate(self.windows):
-                features, n_frames, speech = await self.state.executors.run(
-                    "audio", window_features, window.pcm, engine.n_mels, window.offset_s, window.speech
-                )
+                features, n_frames, speech = await self._features(window)
                 window.pcm = _NO_SAMPLES  # its features go to the engine: the samples are not read again
                 msg = WindowRequest(
                     req.request_id,
@@ -317,11 +360,40 @@ class _Job:
                     speech=speech,
                 )
                 await engine.send(msg, features)
+            self._release_block()
         except VoxlaneError as exc:
             req.fail(exc)  # wakes the reader, which raises it
         except Exception:
             log.exception("preparing windows failed")
             req.fail(VoxlaneError("the server failed to prepare the audio windows"))
+
+    async def _features(self, window: AudioWindow) -> tuple[np.ndarray, int, Speech]:
+        """The window's log-mel features, frames with audio and speech, computed on the audio pool; with
+        shared memory, read where the worker wrote them (no copy here: ZMQ sends from that mapping)."""
+        executors = self.state.executors
+        n_mels = self.state.engine.n_mels
+        if not executors.shared_audio:
+            return await executors.run("audio", window_features, window.pcm, n_mels, window.offset_s, window.speech)
+        pcm: np.ndarray | tuple[str, int, int] = window.pcm
+        if self.block is not None and window.block_offset is not None:
+            pcm = (self.block, window.block_offset, window.end - window.start)
+        name = shared.new_name()
+        try:
+            out, n_frames, speech = await executors.run(
+                "audio",
+                shared.window_features_shared,
+                pcm,
+                name,
+                n_mels,
+                window.offset_s,
+                window.speech,
+                on_abandon=partial(shared.unlink, name),
+            )
+            features = shared.features_view(name, out) if isinstance(out, tuple) else out
+        finally:
+            shared.unlink(name)
+        self.state.metrics.audio_transfers.labels("shared_memory" if isinstance(out, tuple) else "pipe").inc()
+        return features, n_frames, speech
 
     async def collect(self) -> tuple[list[Segment], str]:
         segments: list[Segment] = []
