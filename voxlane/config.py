@@ -210,6 +210,9 @@ class EngineConfig:
     estimate follows."""
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
+    warm_up_beam_sizes: tuple[int, ...] = ()
+    """Beam sizes besides --beam-size that requests ask for (a live turn's final: --realtime-beam-size),
+    decoded once on a GPU before the engine says it is ready (runners/whisper.py ``warm_up``)."""
 
     @property
     def is_placed(self) -> bool:
@@ -663,6 +666,7 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
     engine = EngineConfig(
         model_path=str(_model_path(values["model"], _source(model_setting, args, environ))),
         tts_preload=default_voice_paths(),
+        warm_up_beam_sizes=(values["realtime_beam_size"],) if values["realtime_beam_size"] else (),
         **{s.name: values.pop(s.name) for s in SETTINGS if s.owner is EngineConfig},
     )
     values["data_dir"] = os.path.expanduser(values["data_dir"])

@@ -38,3 +38,38 @@ def test_a_window_reads_the_same_on_the_gpu_and_the_cpu(dev_set) -> None:
         texts[device] = "".join(s.text for s in out.result.segments).strip()
     assert texts["cuda"]
     assert jiwer.wer(texts["cpu"].lower(), texts["cuda"].lower()) <= 0.1, texts
+
+
+def test_the_warm_up_runs_every_kind_of_decode_a_request_may_ask_for() -> None:
+    """On a GPU each kind of decode compiles kernels of its own at first use (seconds): the warm-up runs
+    each once, so that the first live final (beam 3), a temperature fallback, word timestamps or a partial
+    (features cut short) never pay for it. Checked on the CPU, where the same calls run."""
+    from voxlane.runners.whisper import WhisperRunner
+
+    runner = WhisperRunner.load(EngineConfig(model_path=str(default_model_path()), device="cpu"))
+    calls: list[tuple[str, dict]] = []
+
+    class Spy:
+        def __init__(self, model: object) -> None:
+            self.model = model
+
+        def __getattr__(self, name: str):
+            method = getattr(self.model, name)
+
+            def spied(*args, **kwargs):
+                if name == "encode":
+                    kwargs = {"frames": args[0].shape[2]}
+                calls.append((name, kwargs))
+                return method(*args, **kwargs) if name != "encode" else method(*args)
+
+            return spied
+
+    runner.model = Spy(runner.model)
+    runner.decoder = Spy(runner.decoder)
+    runner.warm_up(4, beam_sizes=(3,))
+    generates = [kw for name, kw in calls if name == "generate"]
+    assert sorted(kw.get("beam_size", 1) for kw in generates if "sampling_temperature" not in kw)[-1] == 3
+    assert any(kw.get("sampling_temperature", 0) > 0 for kw in generates)
+    assert any(name == "align" for name, _ in calls)
+    assert {kw["frames"] for name, kw in calls if name == "encode"} == {3000, 300}
+    assert sum(1 for kw in generates if kw.get("beam_size") == 1) >= 3  # batch sizes 1, 2, 4

@@ -35,7 +35,7 @@ def test_defaults_are_the_dataclass_defaults() -> None:
 
 
 def test_every_field_but_the_derived_ones_is_a_setting() -> None:
-    derived = {"engine", "text_workers", "model_path", "tts_preload", "api_keys"}
+    derived = {"engine", "text_workers", "model_path", "tts_preload", "warm_up_beam_sizes", "api_keys"}
     declared = {f.name for cls in (ServerConfig, EngineConfig) for f in fields(cls)} - derived
     assert declared == {s.name for s in SETTINGS}
 
@@ -226,3 +226,8 @@ def test_a_gpu_machine_feeds_the_gpu_from_every_core(monkeypatch: pytest.MonkeyP
     assert (chosen.audio_preprocess_pool, chosen.audio_preprocess_workers) == ("thread", 3)
     monkeypatch.setattr(config_module, "nvidia_gpu_present", lambda: True)
     assert config().audio_preprocess_pool == "process"  # --device auto with an NVIDIA driver
+
+
+def test_the_engine_warms_up_the_live_finals_beam() -> None:
+    assert config("--realtime-beam-size", "4").engine.warm_up_beam_sizes == (4,)
+    assert config("--realtime-beam-size", "0").engine.warm_up_beam_sizes == ()

@@ -156,19 +156,31 @@ class WhisperRunner:
         tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
         runner = cls(model, tokenizer, config.beam_size, model_n_mels(path), decoder)
         if config.device == "cuda":
-            runner.warm_up(config.max_batch_size)
+            runner.warm_up(config.max_batch_size, config.warm_up_beam_sizes)
         return runner
 
-    def warm_up(self, max_batch_size: int) -> None:
+    def warm_up(self, max_batch_size: int, beam_sizes: Sequence[int] = ()) -> None:
         """Run each batch size the scheduler may form, by powers of two, once before the engine says it is
         ready: CUDA compiles the kernels a GPU newer than the wheel needs at their first use (seconds to tens
-        of seconds, read from the JIT cache on the next start) and cuBLAS picks its algorithms per shape."""
+        of seconds, read from the JIT cache on the next start) and cuBLAS picks its algorithms per shape.
+        Then every other kind of decode a request may ask for, once each, since each has kernels of its own:
+        a beam search of each of ``beam_sizes`` (a live turn's final: --realtime-beam-size), a sampled
+        decode (the temperature fallback), word alignment (timestamp_granularities=word) and features cut
+        short (live partials are cut to their audio)."""
         sizes = sorted({1, max_batch_size, *(2**k for k in range(1, max_batch_size.bit_length()))})
         tok = self.tokenizer("transcribe", "en")
         silence = np.full((self.n_mels, N_FRAMES), -1.5, dtype=np.float32)  # digital silence's log-mel
+        prompt = list(tok.sot_sequence)
         for size in sizes:
             encoded = self.model.encode(ctranslate2.StorageView.from_array(np.stack([silence] * size)))
-            self.decoder.generate(encoded, [list(tok.sot_sequence)] * size, max_length=8, beam_size=1)
+            self.decoder.generate(encoded, [prompt] * size, max_length=8, beam_size=1)
+        encoded = self.model.encode(ctranslate2.StorageView.from_array(silence[None]))
+        for beam_size in sorted({self.beam_size, *beam_sizes} - {1}):
+            self.decoder.generate(encoded, [prompt], max_length=8, beam_size=beam_size)
+        self.decoder.generate(encoded, [prompt], max_length=8, sampling_temperature=0.2, sampling_topk=0)
+        self.decoder.align(encoded, tok.sot_sequence, [tok.encode(" Ready.")], [N_FRAMES], median_filter_width=7)
+        short = np.ascontiguousarray(silence[None, :, : N_FRAMES // 10])  # 3 s, as a partial's features
+        self.decoder.generate(self.model.encode(ctranslate2.StorageView.from_array(short)), [prompt], max_length=8)
 
     @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
     def tokenizer(self, task: str, language: str) -> Tokenizer:
