@@ -350,7 +350,12 @@ def _figures(
         "elapsed_s": round(elapsed_s, 2),
         "audio_s": round(sum(r.item.duration_s for r in results), 1),
         "delta_latency_ms": {"p50": _ms(_pct(deltas, 50)), "p95": _ms(_pct(deltas, 95)), "count": len(deltas)},
-        "final_latency_ms": {"p50": _ms(_pct(finals_s, 50)), "p95": _ms(_pct(finals_s, 95)), "count": len(finals_s)},
+        "final_latency_ms": {
+            "p50": _ms(_pct(finals_s, 50)),
+            "p95": _ms(_pct(finals_s, 95)),
+            "max": _ms(max(finals_s, default=0)),
+            "count": len(finals_s),
+        },
         "partials_per_s_while_speaking": round(sum(r.partials for r in results) / open_s, 2) if open_s else None,
         "text_update_gap_ms": {
             "p50": _ms(_pct(gaps, 50)),
