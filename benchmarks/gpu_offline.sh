@@ -6,6 +6,7 @@
 #   benchmarks/gpu_offline.sh stash DIR    move DIR's pieces into $STASH (one call per piece)
 #   benchmarks/gpu_offline.sh install      join the pieces, install every wheel into $SITE
 #   benchmarks/gpu_offline.sh smoke        CTranslate2 on the GPU: first-use JIT time, a batch of 16 real windows
+#   benchmarks/gpu_offline.sh frontend ARGS   benchmarks/gpu_frontend.py on the dev set, server A from $STASH/base
 #   benchmarks/gpu_offline.sh env          print the exports the other commands use
 #
 # The machine this was written for has CUDA 13's cuBLAS (PyTorch's wheel) and no cuBLAS 12. CTranslate2 4.x
@@ -58,11 +59,16 @@ for n in (1, 16, 32):
     print(f"batch {n}: {time.perf_counter() - t:.2f} s;", tok.decode([x for x in out[0].sequences_ids[0] if x < tok.eot])[:120])
 EOF
     ;;
+frontend)
+    eval "$(exports)"
+    export PATH="$SITE/bin:$PATH"
+    python3 "$REPO/benchmarks/gpu_frontend.py" --dataset /root/data/dev/manifest.jsonl --base-code "$STASH/base" "${@:2}"
+    ;;
 env)
     exports
     ;;
 *)
-    sed -n 2,12p "$0"
+    sed -n 2,13p "$0"
     exit 2
     ;;
 esac
