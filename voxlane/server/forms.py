@@ -3,15 +3,12 @@ option raising it), the parse, and the parts a route needs (a 400 that says what
 
 from __future__ import annotations
 
-import sys
-from contextlib import aclosing
 from dataclasses import dataclass
 
 from fastapi import Request
-from python_multipart.multipart import parse_options_header
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
-from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.formparsers import MultiPartException
 
 from voxlane.errors import InvalidRequest, PayloadTooLarge
 
@@ -43,37 +40,15 @@ class UploadLimit:
         )
 
 
-class _InMemoryParser(MultiPartParser):
-    """Starlette's multipart parser with file parts kept in memory at any size. Its default spools a part
-    past 1 MiB to a temporary file, and from then on writes each received chunk (64-256 KiB) through the
-    thread pool: a thread hop and a wake-up of the event loop per chunk, and a read back at the end, for a
-    route that reads the whole file into memory at once anyway. The size limit is checked before the body
-    is read (the declared length) and after (the file's size), as it was."""
-
-    spool_max_size = sys.maxsize
-
-
 async def read_form(
-    request: Request,
-    limit: UploadLimit,
-    *,
-    other_bytes: int,
-    max_files: int,
-    max_fields: int,
-    parts: str,
-    in_memory: bool = False,
+    request: Request, limit: UploadLimit, *, other_bytes: int, max_files: int, max_fields: int, parts: str
 ) -> FormData:
     """The request's form. A declared length over ``limit`` (plus ``other_bytes`` for the parts it does not
-    count) is refused before the body is read; a body that does not parse gets a 400 asking for ``parts``.
-    With ``in_memory``, file parts are never written to disk (for a route that reads them whole)."""
+    count) is refused before the body is read; a body that does not parse gets a 400 asking for ``parts``."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit.max_mb * MiB + other_bytes:
         raise limit.error(int(declared))
     try:
-        if in_memory and parse_options_header(request.headers.get("content-type"))[0] == b"multipart/form-data":
-            async with aclosing(request.stream()) as stream:
-                parser = _InMemoryParser(request.headers, stream, max_files=max_files, max_fields=max_fields)
-                return await parser.parse()
         return await request.form(max_files=max_files, max_fields=max_fields)
     except HTTPException as exc:  # inside an app, Starlette raises a MultiPartException as a bare 400
         raise _unparsed(exc.detail, parts) from None
