@@ -160,6 +160,10 @@ def main() -> int:
     parser.add_argument("--pack", default="", help="after each stage, tar the result dir to this file")
     parser.add_argument("--device", default="cuda", help="cpu: try this script on a machine without a GPU")
     parser.add_argument("--quick", action="store_true", help="an eighth of the streams and requests")
+    parser.add_argument(
+        "--stages", default="realtime,long,profile,extra", help="which stages after the start (default: all)"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="A B B A rounds of the long audio")
     args = parser.parse_args()
     if args.quick:
         QUICK.update(streams=1 / 8, requests=1 / 8)
@@ -200,20 +204,21 @@ def main() -> int:
     servers = stage("start", start_both, cmds, result_dir) or {}
     summary["ready_s"] = {name: round(s[2], 1) for name, s in servers.items()}
     url = {name: s[1] for name, s in servers.items()}
+    stages = set(args.stages.split(","))
     try:
-        for name in ("B", "A"):
+        for name in ("B", "A") if "realtime" in stages else ():
             if name in url:
                 stage(f"realtime32-{name}", realtime, url[name], args.dataset, 32, result_dir, f"rt32-{name}.json")
-        for i, name in enumerate("ABBA"):
+        for i, name in enumerate("ABBA" * args.rounds if "long" in stages else ""):
             if name in url:
                 stage(f"long64-{name}{i}", load, url[name], args.dataset, result_dir, f"long64-{name}{i}.json")
-        if "B" in url:
+        if "B" in url and "realtime" in stages:
             stage("realtime64-B", realtime, url["B"], args.dataset, 64, result_dir, "rt64-B.json")
-        for name in ("A", "B"):
+        for name in ("A", "B") if "profile" in stages else ():
             if name in url:
                 pid = servers[name][0].pid
                 stage(f"profiled-{name}", profiled, pid, url[name], args.dataset, result_dir, name)
-        if "B" in url:
+        if "B" in url and "extra" in stages:
             words = '{"response_format": "verbose_json", "timestamp_granularities[]": ["word"]}'
             stage("words-B", load, url["B"], args.dataset, result_dir, "words-B.json", 128, words)
             stage("sampled-B", load, url["B"], args.dataset, result_dir, "sampled-B.json", 128, '{"temperature": 0.4}')

@@ -8,8 +8,8 @@ of long audio (a paced engine: benchmarks/frontend_load.py) they held the GIL fo
 thread held it, and /health's p99 was 15-18 ms. Here the bytes go through files in /dev/shm (tmpfs, so
 memory), and only their names cross the pipes:
 
-- the upload: the API process writes it to a block (:func:`write_block`, on a thread: a syscall that
-  releases the GIL), the decode worker reads it;
+- the upload: the API process copies it from the file it was spooled to into a block (:func:`copy_to_block`,
+  on a thread: read and write syscalls, which release the GIL), the decode worker reads it;
 - the windows' samples: the decode worker writes all of them to one block per request; each log-mel job
   reads its window from there;
 - the features: the log-mel worker writes them to a block per window, and the API process maps it and
@@ -29,6 +29,7 @@ written, so a full tmpfs is an ``OSError`` here, never a SIGBUS in a worker.
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import logging
 import mmap
@@ -36,6 +37,7 @@ import os
 import re
 import secrets
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -49,6 +51,7 @@ _PREFIX = "voxlane-"
 _NAME = re.compile(r"voxlane-(\d+)-\d+-[0-9a-f]+$")
 _counter = itertools.count()
 _EMPTY = np.zeros(0, dtype=np.int16)
+_COPY_BYTES = 1 << 20
 
 
 def usable() -> bool:
@@ -95,9 +98,17 @@ def unlink(name: str | None) -> None:
 
 
 def write_block(name: str, data: bytes) -> bool:
-    """Write ``data`` to a new block ``name``; False (and no block) when /dev/shm cannot take it. Written
-    with write(2), which copies without the GIL (a copy into a mapping would hold it, page faults and all:
-    20% of the GIL's time at 64 clients)."""
+    """Write ``data`` to a new block ``name``; False (and no block) when /dev/shm cannot take it."""
+    return copy_to_block(name, io.BytesIO(data), len(data))
+
+
+def copy_to_block(name: str, source: BinaryIO, size: int) -> bool:
+    """Copy the ``size`` bytes of file ``source`` (from its start) to a new block ``name``, a piece at a time,
+    with read(2) and write(2), which copy without the GIL (a copy into a mapping would hold it, page faults
+    and all: 20% of the GIL's time at 64 clients). False (and no block) when /dev/shm cannot take it or
+    ``size`` is 0."""
+    if size <= 0:
+        return False
     path = SHM_DIR / name
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -105,12 +116,14 @@ def write_block(name: str, data: bytes) -> bool:
         log.debug("shared memory: cannot create %s (%s); using the pipe", name, exc)
         return False
     try:
-        os.posix_fallocate(fd, 0, len(data))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        os.posix_fallocate(fd, 0, size)
+        source.seek(0)
+        while piece := source.read(_COPY_BYTES):
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
     except OSError as exc:
-        log.debug("shared memory: no room for %d bytes (%s); using the pipe", len(data), exc)
+        log.debug("shared memory: no room for %d bytes (%s); using the pipe", size, exc)
         unlink(name)
         return False
     finally:

@@ -139,13 +139,11 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
         raise InvalidRequest(
             "timestamp_granularities needs response_format='verbose_json'", param="timestamp_granularities"
         )
-    data = await upload.read()
-    limit.check(len(data))
+    limit.check(upload.size or 0)
     try:
-        audio = await _decode(state, data, _vad_options(params.chunking_strategy or state.config.chunking_strategy))
+        audio = await _decode(state, upload, _vad_options(params.chunking_strategy or state.config.chunking_strategy))
     except OverBudget as exc:
         raise state.engine.audio_full(exc.kept_s) from None
-    del data
     options = TranscribeOptions(
         task=task,
         language=params.language,
@@ -164,51 +162,31 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
     return _render(params, task, segments, language, audio.duration_s)
 
 
-async def _decode(state: AppState, data: bytes, vad: VadOptions | None) -> SplitAudio:
+async def _decode(state: AppState, upload: UploadFile, vad: VadOptions | None) -> SplitAudio:
     """Decode and split on the audio pool. The budget is the engine queue's room: the decode stops with
     OverBudget as soon as the audio with sound passes it. On a thread pool the decode goes in steps of
     STEP_S seconds of audio, each a job of its own, so that hours of audio take turns with the short jobs
     of other requests, and past the first step (long audio) at most ``audio workers - 1`` such decodes run
     at once; a process pool cannot hold a decoder between jobs, so there it is one job, and the upload and
-    the windows' samples cross to and from it in shared memory (audio/shared.py)."""
+    the windows' samples cross to and from it in shared memory (audio/shared.py): the upload goes from its
+    spooled file to a block on a thread, never as one bytes object in this process."""
     config = state.config
     executors = state.executors
+    if config.audio_preprocess_pool == "process" and executors.shared_audio:
+        return await _decode_shared(state, upload, vad)
+    data = await upload.read()
     if config.audio_preprocess_pool == "process":
-        if not executors.shared_audio:
-            return await executors.run(
-                "audio",
-                decode_and_split,
-                data,
-                config.max_audio_duration_s,
-                config.split_search_s,
-                vad,
-                state.engine.audio_room_s(),
-            )
-        upload, pcm = shared.new_name(), shared.new_name()
-        written = await executors.run("transfer", shared.write_block, upload, data)
-        transfers = state.metrics.audio_transfers
-        transfers.labels("shared_memory" if written else "pipe").inc()
-        try:
-            split = await executors.run(
-                "audio",
-                shared.decode_and_split_shared,
-                upload if written else data,
-                pcm,
-                config.max_audio_duration_s,
-                config.split_search_s,
-                vad,
-                state.engine.audio_room_s(),
-                on_abandon=partial(shared.unlink, pcm),
-            )
-        except BaseException:
-            shared.unlink(pcm)
-            raise
-        finally:
-            shared.unlink(upload)
-        if split.windows:
-            transfers.labels("pipe" if split.block is None else "shared_memory").inc()
-        return split
+        return await executors.run(
+            "audio",
+            decode_and_split,
+            data,
+            config.max_audio_duration_s,
+            config.split_search_s,
+            vad,
+            state.engine.audio_room_s(),
+        )
     steps = SplitSteps(data, config.max_audio_duration_s, config.split_search_s, vad)
+    del data
     audio = await executors.run("audio", steps.step, state.engine.audio_room_s())
     if audio is not None:
         return audio
@@ -218,10 +196,37 @@ async def _decode(state: AppState, data: bytes, vad: VadOptions | None) -> Split
     return audio
 
 
+async def _decode_shared(state: AppState, upload: UploadFile, vad: VadOptions | None) -> SplitAudio:
+    config = state.config
+    executors = state.executors
+    name, pcm = shared.new_name(), shared.new_name()
+    written = await executors.run("transfer", shared.copy_to_block, name, upload.file, upload.size or 0)
+    transfers = state.metrics.audio_transfers
+    transfers.labels("shared_memory" if written else "pipe").inc()
+    try:
+        split = await executors.run(
+            "audio",
+            shared.decode_and_split_shared,
+            name if written else await upload.read(),
+            pcm,
+            config.max_audio_duration_s,
+            config.split_search_s,
+            vad,
+            state.engine.audio_room_s(),
+            on_abandon=partial(shared.unlink, pcm),
+        )
+    except BaseException:
+        shared.unlink(pcm)
+        raise
+    finally:
+        shared.unlink(name)
+    if split.windows:
+        transfers.labels("pipe" if split.block is None else "shared_memory").inc()
+    return split
+
+
 async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
-    form = await read_form(
-        request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part", in_memory=True
-    )
+    form = await read_form(request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part")
     upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
     fields: dict[str, Any] = text_fields(form)
     granularities = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
