@@ -12,6 +12,7 @@ loop waiting).
 
     .venv/bin/python benchmarks/frontend_load.py --concurrency 64 --requests 128 --profile
     .venv/bin/python benchmarks/frontend_load.py --server-args "--audio-preprocess-pool thread"
+    .venv/bin/python benchmarks/frontend_load.py --base-code /tmp/main   # `git archive main voxlane` unpacked there
 
 The pacing is installed at import of this file, so it holds in the engine process too (spawned
 processes import the parent's main script as __mp_main__); the rest of the server is the real one.
@@ -91,12 +92,15 @@ def main() -> int:
     parser.add_argument("--result-dir", default="results/frontend-load")
     parser.add_argument("--tag", default="run")
     parser.add_argument("--port", type=int, default=0, help="default: a free one")
+    parser.add_argument("--base-code", default="", help="serve the voxlane package in this directory instead")
     args = parser.parse_args()
     out = Path(args.result_dir)
     out.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
     base_url = f"http://127.0.0.1:{port}"
     env = {**os.environ, _PACE_ENV: str(args.windows_per_s)}
+    if args.base_code:  # ahead of the installed (editable) package; the load generator stays this checkout's
+        env["PYTHONPATH"] = f"{Path(args.base_code).resolve()}:{env.get('PYTHONPATH', '')}"
     serve = [sys.executable, str(Path(__file__).resolve()), "serve"]
     cmd = [*serve, "--port", str(port), "--log-level", "warning", *shlex.split(args.server_args)]
     with open(out / f"{args.tag}-server.log", "wb") as log:

@@ -47,6 +47,7 @@ from voxlane.audio.vad import VadOptions
 log = logging.getLogger(__name__)
 
 SHM_DIR = Path("/dev/shm")
+_DIR = f"{SHM_DIR}/"  # paths built as strings: pathlib costs the event loop microseconds a call
 _PREFIX = "voxlane-"
 _NAME = re.compile(r"voxlane-(\d+)-\d+-[0-9a-f]+$")
 _counter = itertools.count()
@@ -67,7 +68,7 @@ def new_name() -> str:
 def create(name: str, nbytes: int) -> mmap.mmap:
     """A new writable block of ``nbytes`` bytes (more than 0). Raises OSError when the name exists or
     /dev/shm cannot hold it (the block is then removed again)."""
-    path = SHM_DIR / name
+    path = _DIR + name
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.posix_fallocate(fd, 0, nbytes)  # ENOSPC now rather than SIGBUS on a page written later
@@ -82,7 +83,7 @@ def create(name: str, nbytes: int) -> mmap.mmap:
 
 def attach(name: str) -> mmap.mmap:
     """The block ``name``, read-only."""
-    fd = os.open(SHM_DIR / name, os.O_RDONLY)
+    fd = os.open(_DIR + name, os.O_RDONLY)
     try:
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     finally:
@@ -94,7 +95,12 @@ def unlink(name: str | None) -> None:
     made."""
     if name:
         with contextlib.suppress(OSError):
-            os.unlink(SHM_DIR / name)
+            os.unlink(_DIR + name)
+
+
+def unlink_all(*names: str) -> None:
+    for name in names:
+        unlink(name)
 
 
 def write_block(name: str, data: bytes) -> bool:
@@ -109,9 +115,8 @@ def copy_to_block(name: str, source: BinaryIO, size: int) -> bool:
     ``size`` is 0."""
     if size <= 0:
         return False
-    path = SHM_DIR / name
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(_DIR + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
         log.debug("shared memory: cannot create %s (%s); using the pipe", name, exc)
         return False
@@ -169,10 +174,12 @@ def decode_and_split_shared(
     """:func:`pipeline.decode_and_split` of the upload in block ``upload`` (or the bytes themselves), with
     the windows' samples written to a new block ``pcm_name``, one after the other: each window's ``pcm`` is
     then empty and its ``block_offset`` says where its samples start. When the block cannot be made, the
-    windows keep their samples (they go back through the pipe)."""
+    windows keep their samples (they go back through the pipe). The upload's block is removed once read
+    (here, so that the API process's event loop makes no syscall for it)."""
     if isinstance(upload, str):
         with attach(upload) as block:
             data = block[:]
+        unlink(upload)
     else:
         data = upload
     audio = decode_and_split(data, max_duration_s, search_s, vad, budget_s)
@@ -202,14 +209,18 @@ def window_features_shared(
     n_mels: int,
     offset_s: float,
     speech: Speech | None,
+    last: bool = False,
 ) -> tuple[np.ndarray | tuple[int, int], int, Speech]:
     """:func:`pipeline.window_features` of a window whose samples are ``pcm``, or (block, first sample,
-    count) in a block; the features go to a new block ``features_name`` and their shape is returned in
-    their place (the features themselves when the block cannot be made)."""
+    count) in a block, which is removed once read when ``last`` (the request's last window); the features
+    go to a new block ``features_name`` and their shape is returned in their place (the features themselves
+    when the block cannot be made)."""
     if isinstance(pcm, tuple):
         name, start, count = pcm
         with attach(name) as block:
             samples = np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
+        if last:
+            unlink(name)
     else:
         samples = pcm
     features, n_frames, speech = window_features(samples, n_mels, offset_s, speech)
@@ -226,5 +237,11 @@ def window_features_shared(
 
 def features_view(name: str, shape: tuple[int, int]) -> np.ndarray:
     """The features a log-mel job wrote to block ``name``, read-only, without a copy (the mapping lives as
-    long as the array and whatever holds it: ZMQ, until it has sent them)."""
-    return np.frombuffer(attach(name), dtype=np.float32).reshape(shape)
+    long as the array and whatever holds it: ZMQ, until it has sent them); the name is removed."""
+    fd = os.open(_DIR + name, os.O_RDONLY)
+    try:
+        os.unlink(_DIR + name)
+        block = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+    return np.frombuffer(block, dtype=np.float32).reshape(shape)

@@ -213,13 +213,11 @@ async def _decode_shared(state: AppState, upload: UploadFile, vad: VadOptions | 
             config.split_search_s,
             vad,
             state.engine.audio_room_s(),
-            on_abandon=partial(shared.unlink, pcm),
+            on_abandon=partial(shared.unlink_all, name, pcm),
         )
     except BaseException:
-        shared.unlink(pcm)
+        shared.unlink_all(name, pcm)  # the worker removes the upload's block once it has read it
         raise
-    finally:
-        shared.unlink(name)
     if split.windows:
         transfers.labels("pipe" if split.block is None else "shared_memory").inc()
     return split
@@ -313,8 +311,9 @@ class _Job:
         self.block = audio.block
         """The block of shared memory that holds the windows' samples, or None (audio/shared.py)."""
         self._release_block = weakref.finalize(self, shared.unlink, audio.block)
-        """Removes the block once the last window's features are computed, or when this job is gone
-        (a request that ended early, or a stream never read)."""
+        """Removes the block when this job is gone before its last window's features were asked for (a
+        request that ended early, or a stream never read); the worker of the last window removes it
+        otherwise."""
 
     async def results(self) -> AsyncIterator[WindowResult]:
         if not self.windows:
@@ -351,7 +350,7 @@ class _Job:
         engine = self.state.engine
         try:
             for index, window in enumerate(self.windows):
-                features, n_frames, speech = await self._features(window)
+                features, n_frames, speech = await self._features(window, last=index == len(self.windows) - 1)
                 window.pcm = _NO_SAMPLES  # its features go to the engine: the samples are not read again
                 msg = WindowRequest(
                     req.request_id,
@@ -365,16 +364,16 @@ class _Job:
                     speech=speech,
                 )
                 await engine.send(msg, features)
-            self._release_block()
         except VoxlaneError as exc:
             req.fail(exc)  # wakes the reader, which raises it
         except Exception:
             log.exception("preparing windows failed")
             req.fail(VoxlaneError("the server failed to prepare the audio windows"))
 
-    async def _features(self, window: AudioWindow) -> tuple[np.ndarray, int, Speech]:
+    async def _features(self, window: AudioWindow, last: bool) -> tuple[np.ndarray, int, Speech]:
         """The window's log-mel features, frames with audio and speech, computed on the audio pool; with
-        shared memory, read where the worker wrote them (no copy here: ZMQ sends from that mapping)."""
+        shared memory, read where the worker wrote them (no copy here: ZMQ sends from that mapping). The
+        worker of the ``last`` window removes the request's block of samples."""
         executors = self.state.executors
         n_mels = self.state.engine.n_mels
         if not executors.shared_audio:
@@ -392,11 +391,15 @@ class _Job:
                 n_mels,
                 window.offset_s,
                 window.speech,
+                last,
                 on_abandon=partial(shared.unlink, name),
             )
-            features = shared.features_view(name, out) if isinstance(out, tuple) else out
-        finally:
+        except BaseException:
             shared.unlink(name)
+            raise
+        if last:
+            self._release_block.detach()  # the worker removed the block of samples
+        features = shared.features_view(name, out) if isinstance(out, tuple) else out
         self.state.metrics.audio_transfers.labels("shared_memory" if isinstance(out, tuple) else "pipe").inc()
         return features, n_frames, speech
 
