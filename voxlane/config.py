@@ -147,6 +147,17 @@ class EngineConfig:
     """On: a 30 s window's encoder pass 363 -> 286 ms on 1 thread and 208 -> 135 ms on 2 (no page faults
     after the first window), and the engine's resident memory stays at its peak (docs/engine-config.md)."""
     beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
+    doubt_beam_size: int = setting(
+        0,
+        "beam size of a second decode of the windows whose first decode the model doubts (mean log-probability "
+        "under --doubt-log-prob, compression ratio over 2.4); 0 = none",
+        minimum=0,
+    )
+    doubt_log_prob: float = setting(
+        -0.5,
+        "mean token log-probability under which a window's first decode is doubted (--doubt-beam-size)",
+        maximum=0.0,
+    )
     max_batch_size: int = setting(
         0, "30 s windows per engine batch; 0: 8 on CPU, 16 on CUDA", minimum=0, shown_default="0 (8 on CPU, 16 on CUDA)"
     )

@@ -114,6 +114,8 @@ class WhisperRunner:
         beam_size: int,
         n_mels: int,
         decoder: ctranslate2.models.Whisper | None = None,
+        doubt_beam_size: int = 0,
+        doubt_log_prob: float = -0.5,
     ) -> None:
         self.model = model
         """Encodes the features."""
@@ -125,6 +127,9 @@ class WhisperRunner:
         """Batches in ``run`` now (the engine's workers call it side by side)."""
         self.hf_tokenizer = hf_tokenizer
         self.beam_size = beam_size
+        self.doubt_beam_size = doubt_beam_size
+        """Beam size of the second decode of a doubted window (0: no second decode)."""
+        self.doubt_log_prob = doubt_log_prob
         self.is_multilingual = model.is_multilingual
         self.n_mels = n_mels
 
@@ -154,7 +159,15 @@ class WhisperRunner:
         separate = config.device == "cpu" and config.decoder_threads != config.engine_threads
         decoder = replicas(config.decoder_threads) if separate else None
         tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
-        runner = cls(model, tokenizer, config.beam_size, model_n_mels(path), decoder)
+        runner = cls(
+            model,
+            tokenizer,
+            config.beam_size,
+            model_n_mels(path),
+            decoder,
+            config.doubt_beam_size,
+            config.doubt_log_prob,
+        )
         if config.device == "cuda":
             runner.warm_up(config.max_batch_size, config.warm_up_beam_sizes)
         return runner
@@ -280,6 +293,7 @@ class WhisperRunner:
         best = self._decode_once(encoded, list(range(len(batch))), prompts, languages, batch, temperature)
         if temperature > 0:
             return best
+        self._second_opinion(best, encoded, prompts, languages, batch)
         # A live partial is decoded once: the next one replaces its text within a second (messages.py).
         pending = [i for i, d in enumerate(best) if d.needs_fallback and not batch[i].msg.partial]
         for fallback in FALLBACK_TEMPERATURES:
@@ -298,6 +312,36 @@ class WhisperRunner:
             pending = still
         return best
 
+    def doubts(self, decoded: _Decoded, work: WindowPass) -> bool:
+        """Whether a first decode at temperature 0 deserves a second, wider one (``doubt_beam_size``): its
+        mean log-probability is under ``doubt_log_prob`` or its text repeats itself (compression ratio over
+        2.4), and it is not silence. Live partials never do (the next one replaces them within a second), nor
+        windows already decoded with a beam at least as wide."""
+        if self.doubt_beam_size <= 1 or work.msg.partial or decoded.is_silence:
+            return False
+        if (work.options.beam_size or self.beam_size) >= self.doubt_beam_size:
+            return False
+        return decoded.avg_logprob < self.doubt_log_prob or decoded.compression_ratio > COMPRESSION_RATIO_THRESHOLD
+
+    def _second_opinion(
+        self,
+        best: list[_Decoded],
+        encoded: ctranslate2.StorageView,
+        prompts: list[list[int]],
+        languages: list[str],
+        batch: Sequence[WindowPass],
+    ) -> None:
+        """Beam on doubt: decode the doubted windows again with a beam of ``doubt_beam_size`` (the encoder's
+        output is reused: only the decoder runs again) and keep the beam's decode unless it needs the
+        temperature fallback where the first one did not."""
+        doubted = [i for i, d in enumerate(best) if self.doubts(d, batch[i])]
+        if not doubted:
+            return
+        wide = self._decode_once(encoded, doubted, prompts, languages, batch, 0.0, self.doubt_beam_size)
+        for i, candidate in zip(doubted, wide):
+            if not candidate.needs_fallback or best[i].needs_fallback:
+                best[i] = candidate
+
     def _decode_once(
         self,
         encoded: ctranslate2.StorageView,
@@ -306,6 +350,7 @@ class WhisperRunner:
         languages: list[str],
         batch: Sequence[WindowPass],
         temperature: float,
+        beam_size: int | None = None,
     ) -> list[_Decoded]:
         """Decode the windows ``rows`` of the batch; one result per row, in order. CTranslate2 wants the
         start-of-transcript token at the same place in every row of a call, and takes one beam size a call,
@@ -313,7 +358,8 @@ class WhisperRunner:
         beam size (``TranscribeOptions.beam_size``) go in separate calls."""
         groups: dict[tuple[int, int], list[int]] = {}
         for i in rows:
-            groups.setdefault((len(prompts[i]), batch[i].options.beam_size or self.beam_size), []).append(i)
+            width = beam_size or batch[i].options.beam_size or self.beam_size
+            groups.setdefault((len(prompts[i]), width), []).append(i)
         decoded: dict[int, _Decoded] = {}
         for (_, beam_size), group in groups.items():
             outs = self._generate_rows(
