@@ -81,3 +81,19 @@ def test_partials_and_windows_already_decoded_with_the_beam_are_not_doubted(
     assert calls == [(1, 5)]
     _, calls = decodes(runner, [window, replace(window, msg=replace_msg(window.msg, request_id="b"))])
     assert calls == [(2, 1), (2, 5)]  # the doubted rows of a batch go to the beam together
+
+
+def test_neither_the_beam_nor_the_fallback_may_replace_a_decode_by_a_loop(
+    runner: WhisperRunner, dev_set: list[Clip], monkeypatch
+) -> None:
+    """On a 1.8 s clip ("6.") encoded short, greedy reads "6." with a low mean log-probability; the doubt's
+    beam and the temperature fallback both prefer "6, 6, 6, 6, 6, 6, 6, 6" (-0.22). Neither may win."""
+    clip = next(c for c in dev_set if c.path.name == "cv_en_22058267.wav")
+    samples = decode_audio(clip.path.read_bytes(), 60.0).samples
+    features, n_frames, speech = window_features(samples, runner.n_mels, 0.0)
+    msg = WindowRequest("r", 0, 1, 0.0, clip.duration_s, n_frames, runner.n_mels, TranscribeOptions(), speech)
+    monkeypatch.setattr(runner, "short_pad_frames", 500)
+    monkeypatch.setattr(runner, "doubt_beam_size", 5)
+    (text,), calls = decodes(runner, [WindowPass(msg, features)])
+    assert (1, 5) in calls  # the beam was asked
+    assert text.split() == ["6."], text

@@ -72,7 +72,7 @@ def test_a_stream_of_chunks_is_one_resampled_signal_and_finds_the_speech() -> No
 
 
 def test_partials_are_cut_where_they_start_repeating() -> None:
-    from voxlane.audio.live import cut_repeats
+    from voxlane.text.repeats import cut_repeats
 
     def cut(text: str) -> str:
         return " ".join(cut_repeats(text.split()))

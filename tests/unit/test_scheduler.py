@@ -86,3 +86,24 @@ def test_windows_of_different_temperatures_are_not_mixed() -> None:
     s.add(window("greedy2", 0, 1, 0.2), now=0.2)
     assert ids(s.next_batch(now=1.0)) == [("greedy", 0), ("greedy2", 0)]
     assert ids(s.next_batch(now=1.0)) == [("warm", 0)]
+
+
+def short_window(request_id: str, arrival_s: float, n_frames: int) -> WindowWork:
+    msg = WindowRequest(request_id, 0, 1, 0.0, n_frames / 100, n_frames, 80, TranscribeOptions())
+    return WindowWork(msg, FEATURES, arrival_s=arrival_s, enqueued_s=arrival_s)
+
+
+def test_short_windows_batch_apart_from_30_s_windows() -> None:
+    """With --short-window-pad-s, a window whose audio and pad fit in fewer than 3000 frames is encoded on
+    those frames alone; beside a 30 s window it would be padded to 30 s again, so it waits for its own batch."""
+    s = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0, short_pad_frames=500)
+    s.add(short_window("short-a", 0.0, 800), now=0.0)
+    s.add(window("long", 0, 1, 0.1), now=0.1)
+    s.add(short_window("short-b", 0.2, 2400), now=0.2)
+    s.add(short_window("nearly-30s", 0.3, 2600), now=0.3)  # 2600 + 500 frames: not short
+    assert ids(s.next_batch(now=1.0)) == [("short-a", 0), ("short-b", 0)]
+    assert ids(s.next_batch(now=1.0)) == [("long", 0), ("nearly-30s", 0)]
+    plain = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0)  # the setting off: one batch
+    for w in (short_window("short-a", 0.0, 800), window("long", 0, 1, 0.1)):
+        plain.add(w, now=w.arrival_s)
+    assert ids(plain.next_batch(now=1.0)) == [("short-a", 0), ("long", 0)]

@@ -31,6 +31,7 @@ from voxlane.audio.decode import to_float
 from voxlane.audio.features import log_mel
 from voxlane.audio.resample import resamplers
 from voxlane.audio.vad import CONTEXT, FRAME, SAMPLE_RATE, VadOptions
+from voxlane.text.repeats import plain_words
 
 PAUSE_MS = 200
 """Quiet after which a turn's final decode starts (when ``silence_duration_ms`` is longer than this): Silero
@@ -187,26 +188,6 @@ def partial_features(pcm: np.ndarray, n_mels: int) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(features[:, : min(features.shape[1], n_frames + PARTIAL_PAD_FRAMES)]), n_frames
 
 
-def _plain(words: list[str]) -> list[str]:
-    """Words as compared: lower case, without the punctuation Whisper puts on them."""
-    return [w.strip(".,!?;:").lower() for w in words]
-
-
-def cut_repeats(words: list[str]) -> list[str]:
-    """``words`` up to where they start repeating themselves: a phrase said again at once ("go forward
-    ten meters go forward"), or a word three times ("6 6 6"). What a partial decode of a few seconds
-    often ends in; a turn's final decode (30 s of features) does not, and is left alone."""
-    norm = _plain(words)
-    for i in range(1, len(norm)):
-        if i + 1 < len(norm) and norm[i - 1] == norm[i] == norm[i + 1]:
-            return words[:i]
-        for period in range(2, i + 1):
-            m = min(period, 3)
-            if i + m <= len(norm) and norm[i : i + m] == norm[i - period : i - period + m]:
-                return words[:i]
-    return words
-
-
 def unsent(words: list[str], sent: list[str]) -> list[str]:
     """The words of a newer decode (``words``) past those a turn already sent as deltas (``sent``, read
     by earlier decodes that may have heard some words differently, or, for a final, less audio before
@@ -214,7 +195,7 @@ def unsent(words: list[str], sent: list[str]) -> list[str]:
     for as many words of ``words``."""
     if not sent:
         return words
-    matcher = difflib.SequenceMatcher(None, _plain(sent), _plain(words), autojunk=False)
+    matcher = difflib.SequenceMatcher(None, plain_words(sent), plain_words(words), autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
     if not blocks:
         return words[len(sent) :]

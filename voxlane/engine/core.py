@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from voxlane.audio.features import FRAMES_PER_SECOND
 from voxlane.config import EngineConfig
 from voxlane.engine.request import RequestState, WindowWork
 from voxlane.engine.scheduler import AsrScheduler
@@ -58,7 +59,11 @@ class EngineCore:
         if not config.engine_workers or not config.max_batch_size:  # not placed (tests): the CPU's values
             config = config.placed("cpu" if config.device == "auto" else config.device, config.compute_type)
         self.workers = config.engine_workers
-        self.scheduler = AsrScheduler(config.max_batch_size, config.max_batch_wait_ms / 1000.0)
+        self.scheduler = AsrScheduler(
+            config.max_batch_size,
+            config.max_batch_wait_ms / 1000.0,
+            short_pad_frames=round(config.short_window_pad_s * FRAMES_PER_SECOND),
+        )
         self.requests: dict[str, RequestState] = {}
         self._aborted: OrderedDict[str, None] = OrderedDict()
         self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="voxlane-engine")

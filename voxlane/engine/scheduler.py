@@ -33,18 +33,29 @@ import heapq
 from collections import deque
 
 from voxlane.engine.request import WindowWork
+from voxlane.runners.base import is_short
 
 
-def batch_key(work: WindowWork) -> tuple[str, float, bool, bool]:
+def batch_key(work: WindowWork, short_pad_frames: int = 0) -> tuple[str, float, bool, bool, bool]:
     """Windows that may share a batch. Live work shares only with live work: on a CPU a batch costs about
     the sum of its windows, so a live final batched with seven windows of a long file would wait for all
-    eight."""
-    return (work.options.task, work.options.temperature, work.msg.partial, work.msg.deadline_s is not None)
+    eight. A short window (``is_short``: encoded on its own frames) shares only with short windows: beside a
+    30 s window it would be padded to 30 s."""
+    return (
+        work.options.task,
+        work.options.temperature,
+        work.msg.partial,
+        work.msg.deadline_s is not None,
+        is_short(work, short_pad_frames),
+    )
 
 
 class AsrScheduler:
-    def __init__(self, max_batch_size: int, max_batch_wait_s: float, window_cost_s: float = 0.5) -> None:
+    def __init__(
+        self, max_batch_size: int, max_batch_wait_s: float, window_cost_s: float = 0.5, short_pad_frames: int = 0
+    ) -> None:
         self.max_batch_size = max_batch_size
+        self.short_pad_frames = short_pad_frames
         self.max_batch_wait_s = max_batch_wait_s
         self.window_cost_s = window_cost_s
         self._heap: list[tuple[float, int, WindowWork]] = []
@@ -117,8 +128,8 @@ class AsrScheduler:
                 skipped.append(entry)
                 continue
             if key is None:
-                key = batch_key(work)
-            elif batch_key(work) != key:
+                key = batch_key(work, self.short_pad_frames)
+            elif batch_key(work, self.short_pad_frames) != key:
                 skipped.append(entry)
                 if work.msg.deadline_s is not None and not key[3]:
                     break  # live work due next: no later batch window jumps ahead of it into this batch

@@ -76,6 +76,19 @@ class WindowPass:
         )
 
 
+def is_short(work: WindowPass, pad_frames: int) -> bool:
+    """Whether a window is encoded on its own frames plus ``pad_frames`` of silence instead of all 30 s
+    (``--short-window-pad-s``): the first pass of a transcription's window (not live work, whose partials
+    come cut already and whose finals read on from a forced context, not measured this way yet; nor a
+    continuation) whose audio and pad fit in fewer frames than its features hold."""
+    return (
+        pad_frames > 0
+        and work.msg.deadline_s is None
+        and work.passes == 0
+        and work.msg.n_frames + pad_frames < work.features.shape[1]
+    )
+
+
 @dataclass
 class WindowOutput:
     result: WindowResult

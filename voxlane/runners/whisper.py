@@ -32,11 +32,12 @@ import tokenizers
 from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import merge_punctuations
 
-from voxlane.audio.features import N_FRAMES, pad_frames
+from voxlane.audio.features import FRAMES_PER_SECOND, N_FRAMES, pad_frames
 from voxlane.config import EngineConfig
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult, Word
-from voxlane.runners.base import WindowOutput, WindowPass
+from voxlane.runners.base import WindowOutput, WindowPass, is_short
 from voxlane.runners.cuda import place
+from voxlane.text.repeats import cut_repeats
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ MAX_PREFIX_TOKENS = 120
 """At most this much of a forced prefix (its end) is kept: the decoder's 448 positions hold it and the text."""
 PARTIAL_TOKENS_PER_S = 8
 """Most tokens a live partial may decode per second of its audio (fast speech is 4-5 words a second)."""
+SHORT_TOKENS_PER_S = 12
+"""Most tokens a short window (``--short-window-pad-s``) may decode per second of its audio: words, and the
+timestamps around its segments; past that, Whisper repeats itself in the silence after the audio."""
+SHORT_TAIL_S = 0.3
+"""A short window's segments that start this close to the end of its audio, or later, are dropped: what
+Whisper reads in the silence after the audio (a repeat of the last sentence), as for live partials."""
 FALLBACK_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)
 COMPRESSION_RATIO_THRESHOLD = 2.4
 LOG_PROB_THRESHOLD = -1.0
@@ -116,6 +123,7 @@ class WhisperRunner:
         decoder: ctranslate2.models.Whisper | None = None,
         doubt_beam_size: int = 0,
         doubt_log_prob: float = -0.5,
+        short_pad_frames: int = 0,
     ) -> None:
         self.model = model
         """Encodes the features."""
@@ -130,6 +138,8 @@ class WhisperRunner:
         self.doubt_beam_size = doubt_beam_size
         """Beam size of the second decode of a doubted window (0: no second decode)."""
         self.doubt_log_prob = doubt_log_prob
+        self.short_pad_frames = short_pad_frames
+        """Frames of silence after a short window's audio (``is_short``); 0: every window is 30 s."""
         self.is_multilingual = model.is_multilingual
         self.n_mels = n_mels
 
@@ -167,6 +177,7 @@ class WhisperRunner:
             decoder,
             config.doubt_beam_size,
             config.doubt_log_prob,
+            round(config.short_window_pad_s * FRAMES_PER_SECOND),
         )
         if config.device == "cuda":
             runner.warm_up(config.max_batch_size, config.warm_up_beam_sizes)
@@ -177,7 +188,8 @@ class WhisperRunner:
         ready: CUDA compiles the kernels a GPU newer than the wheel needs at their first use (seconds to tens
         of seconds, read from the JIT cache on the next start) and cuBLAS picks its algorithms per shape.
         Then every other kind of decode a request may ask for, once each, since each has kernels of its own:
-        a beam search of each of ``beam_sizes`` (a live turn's final: --realtime-beam-size), a sampled
+        a beam search of each of ``beam_sizes`` (a live turn's final: --realtime-beam-size) and of the doubt
+        beam (--doubt-beam-size), a sampled
         decode (the temperature fallback), word alignment (timestamp_granularities=word) and features cut
         short (live partials are cut to their audio)."""
         sizes = sorted({1, max_batch_size, *(2**k for k in range(1, max_batch_size.bit_length()))})
@@ -188,7 +200,7 @@ class WhisperRunner:
             encoded = self.model.encode(ctranslate2.StorageView.from_array(np.stack([silence] * size)))
             self.decoder.generate(encoded, [prompt] * size, max_length=8, beam_size=1)
         encoded = self.model.encode(ctranslate2.StorageView.from_array(silence[None]))
-        for beam_size in sorted({self.beam_size, *beam_sizes} - {1}):
+        for beam_size in sorted({self.beam_size, self.doubt_beam_size, *beam_sizes} - {0, 1}):
             self.decoder.generate(encoded, [prompt], max_length=8, beam_size=beam_size)
         self.decoder.generate(encoded, [prompt], max_length=8, sampling_temperature=0.2, sampling_topk=0)
         self.decoder.align(encoded, tok.sot_sequence, [tok.encode(" Ready.")], [N_FRAMES], median_filter_width=7)
@@ -231,10 +243,17 @@ class WhisperRunner:
     # --- the batch -------------------------------------------------------------------------------
 
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
-        width = max(w.features.shape[1] for w in batch)  # live partials are cut to their audio: pad to the longest
+        # Live partials come cut to their audio, short windows are cut here: every row is padded to the widest.
+        widths = [
+            w.msg.n_frames + self.short_pad_frames if is_short(w, self.short_pad_frames) else w.features.shape[1]
+            for w in batch
+        ]
+        width = max(widths)
         features = np.stack(
             [
-                w.features if w.features.shape[1] == width else pad_frames(w.features, width, float(w.features.max()))
+                w.features[:, :width]
+                if w.features.shape[1] >= width
+                else pad_frames(w.features, width, float(w.features.max()))
                 for w in batch
             ]
         )
@@ -302,9 +321,13 @@ class WhisperRunner:
             retry = self._decode_once(encoded, pending, prompts, languages, batch, fallback)
             still = []
             for i, candidate in zip(pending, retry):
-                if candidate.compression_ratio <= COMPRESSION_RATIO_THRESHOLD and (
-                    candidate.avg_logprob > best[i].avg_logprob
-                    or best[i].compression_ratio > COMPRESSION_RATIO_THRESHOLD
+                if (
+                    candidate.compression_ratio <= COMPRESSION_RATIO_THRESHOLD
+                    and (_repeats(best[i].text) or not _repeats(candidate.text))
+                    and (
+                        candidate.avg_logprob > best[i].avg_logprob
+                        or best[i].compression_ratio > COMPRESSION_RATIO_THRESHOLD
+                    )
                 ):
                     best[i] = candidate
                 if best[i].needs_fallback:
@@ -333,14 +356,19 @@ class WhisperRunner:
     ) -> None:
         """Beam on doubt: decode the doubted windows again with a beam of ``doubt_beam_size`` (the encoder's
         output is reused: only the decoder runs again) and keep the beam's decode unless it needs the
-        temperature fallback where the first one did not."""
+        temperature fallback where the first one did not, or repeats itself where the first did not: a beam
+        prefers a loop's likely tokens ("6, 6, 6, 6, 6, 6, 6, 6", mean log-probability -0.22, for "6.", -1.01,
+        on a 1.8 s clip), and on a short text the compression ratio cannot tell."""
         doubted = [i for i, d in enumerate(best) if self.doubts(d, batch[i])]
         if not doubted:
             return
         wide = self._decode_once(encoded, doubted, prompts, languages, batch, 0.0, self.doubt_beam_size)
         for i, candidate in zip(doubted, wide):
-            if not candidate.needs_fallback or best[i].needs_fallback:
-                best[i] = candidate
+            if candidate.needs_fallback and not best[i].needs_fallback:
+                continue
+            if _repeats(candidate.text) and not _repeats(best[i].text):
+                continue
+            best[i] = candidate
 
     def _decode_once(
         self,
@@ -384,11 +412,13 @@ class WhisperRunner:
     ) -> list[_Decoded]:
         sampling = {"sampling_temperature": temperature, "sampling_topk": 0} if temperature > 0 else {}
         max_length = MAX_LENGTH
+        longest_s = max(w.msg.duration_s for w in batch)
         if all(w.msg.partial for w in batch):
             # A partial's few seconds hold a few words: a decode that loops (more likely on features cut
             # to the audio) stops early instead of running to 448 tokens.
-            longest_s = max(w.msg.duration_s for w in batch)
             max_length = min(MAX_LENGTH, len(prompts[0]) + PARTIAL_TOKENS_PER_S * math.ceil(longest_s) + 8)
+        elif all(is_short(w, self.short_pad_frames) for w in batch):
+            max_length = min(MAX_LENGTH, len(prompts[0]) + SHORT_TOKENS_PER_S * math.ceil(longest_s) + 8)
         outputs = self.decoder.generate(
             encoded,
             prompts,
@@ -449,6 +479,8 @@ class WhisperRunner:
                 if len(stamps) < 2:
                     end = duration
                 pieces.append((start, end, body))
+        if is_short(work, self.short_pad_frames):
+            pieces = [p for p in pieces if p[0] < duration - SHORT_TAIL_S]
         segments = []
         for start, end, body in pieces:
             text_tokens = [t for t in body if t < tok.eot]
@@ -573,6 +605,11 @@ class WhisperRunner:
             end = round(offset_s + min(max(t["end"], t["start"]), duration_s), 3)
             out.append((Word(t["word"], start, end, round(t["probability"], 4)), len(t["tokens"])))
         return out
+
+
+def _repeats(text: str) -> bool:
+    words = text.split()
+    return len(cut_repeats(words)) < len(words)
 
 
 def speech_after(msg: WindowRequest, start_s: float) -> bool:

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from voxlane.audio.live import SAMPLE_RATE, BadAudio, LiveInput, cut_repeats, partial_features, unsent
+from voxlane.audio.live import SAMPLE_RATE, BadAudio, LiveInput, partial_features, unsent
 from voxlane.audio.pipeline import window_features
 from voxlane.audio.split import quietest_point
 from voxlane.errors import InvalidRequest, QueueFull, VoxlaneError
@@ -59,6 +59,7 @@ from voxlane.server.realtime.events import (
     session_json,
 )
 from voxlane.server.state import AppState
+from voxlane.text.repeats import cut_repeats
 
 log = logging.getLogger(__name__)
 

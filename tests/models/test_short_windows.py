@@ -1,0 +1,71 @@
+"""Short windows (``--short-window-pad-s``): a clip shorter than 30 s is encoded on its own frames plus the
+pad, not 30 s, its decode is capped by its length, and it reads as it does in a 30 s window."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.conftest import Clip
+from tests.wer import normalise
+from voxlane.audio.decode import decode_audio
+from voxlane.audio.pipeline import window_features
+from voxlane.config import EngineConfig, default_model_path
+from voxlane.messages import TranscribeOptions, WindowRequest
+from voxlane.runners.base import WindowPass
+from voxlane.runners.whisper import WhisperRunner
+
+
+@pytest.fixture(scope="module")
+def runner() -> WhisperRunner:
+    config = EngineConfig(model_path=str(default_model_path()), engine_workers=1)
+    return WhisperRunner.load(replace(config, doubt_beam_size=0))  # one decode each: the calls are counted
+
+
+def read(runner: WhisperRunner, clip: Clip, pad_frames: int) -> tuple[str, list[int], list[int]]:
+    """The clip's text with ``pad_frames`` (0: 30 s), the frames each encode got and each decode's max_length."""
+    samples = decode_audio(clip.path.read_bytes(), 60.0).samples
+    features, n_frames, speech = window_features(samples, runner.n_mels, 0.0)
+    msg = WindowRequest("r", 0, 1, 0.0, clip.duration_s, n_frames, runner.n_mels, TranscribeOptions(), speech)
+    frames: list[int] = []
+    lengths: list[int] = []
+    model, decoder = runner.model, runner.decoder
+
+    class Spy:
+        def __init__(self, target: object) -> None:
+            self.target = target
+
+        def __getattr__(self, name: str):
+            method = getattr(self.target, name)
+
+            def spied(*args, **kwargs):
+                if name == "encode":
+                    frames.append(args[0].shape[2])
+                if name == "generate":
+                    lengths.append(kwargs["max_length"])
+                return method(*args, **kwargs)
+
+            return spied
+
+    default_pad = runner.short_pad_frames
+    runner.short_pad_frames = pad_frames
+    runner.model, runner.decoder = Spy(model), Spy(decoder)
+    try:
+        (out,) = runner.run([WindowPass(msg, features)])
+    finally:
+        runner.model, runner.decoder, runner.short_pad_frames = model, decoder, default_pad
+    assert out.resume_s is None
+    return "".join(s.text for s in out.result.segments), frames, lengths
+
+
+@pytest.mark.parametrize("name", ["cmu_goforward.wav", "vctk_p225_020.opus"])
+def test_a_short_clip_encodes_its_own_frames_and_reads_the_same(runner, dev_set, name) -> None:
+    clip = next(c for c in dev_set if c.path.name == name)
+    whole, frames, lengths = read(runner, clip, 0)
+    assert frames == [3000] and lengths == [448]
+    short, frames, lengths = read(runner, clip, 500)
+    n_frames = round(clip.duration_s * 100)
+    assert abs(frames[0] - (n_frames + 500)) <= 1 and frames[0] < 3000
+    assert lengths[0] < 448  # capped by the clip's length
+    assert normalise(short) == normalise(whole)
