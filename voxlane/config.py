@@ -161,8 +161,8 @@ class EngineConfig:
     it), so it is not the default: accuracy is not traded for speed (docs/asr-engine.md)."""
     doubt_beam_size: int = setting(
         5,
-        "beam size of a second decode of the windows whose first decode the model doubts (mean log-probability "
-        "under --doubt-log-prob, compression ratio over 2.4); 0 = none",
+        "beam size of a second decode of the windows (not live ones) whose first decode the model doubts (mean "
+        "log-probability under --doubt-log-prob, compression ratio over 2.4); 0 = none",
         minimum=0,
     )
     """About one window in five is doubted at -0.5 (22 of the 112 pieces above); their second decode reuses

@@ -1,6 +1,6 @@
 """Beam on doubt (``--doubt-beam-size``): a window whose greedy decode the model doubts is decoded again with
-a beam, from the same encoder output, and the beam's text is kept; a window it does not doubt, a live
-partial, or one already decoded with that beam is not decoded twice."""
+a beam, from the same encoder output, and the beam's text is kept; a window it does not doubt, live work
+(partials, finals), or one already decoded with that beam is not decoded twice."""
 
 from __future__ import annotations
 
@@ -68,14 +68,17 @@ def test_a_doubted_window_takes_the_beams_text(runner: WhisperRunner, window: Wi
     assert calls == [(1, 1)] and text == greedy
 
 
-def test_partials_and_windows_already_decoded_with_the_beam_are_not_doubted(
+def test_live_work_and_windows_already_decoded_with_the_beam_are_not_doubted(
     runner: WhisperRunner, window: WindowPass, monkeypatch
 ) -> None:
     monkeypatch.setattr(runner, "doubt_beam_size", 5)
     monkeypatch.setattr(runner, "doubt_log_prob", 0.0)
-    partial = WindowPass(replace_msg(window.msg, request_id="p", partial=True), window.features)
+    partial = WindowPass(replace_msg(window.msg, request_id="p", partial=True, deadline_s=0.5), window.features)
+    final = WindowPass(replace_msg(window.msg, request_id="f", deadline_s=0.1), window.features)
     wide = WindowPass(replace_msg(window.msg, request_id="w", options=TranscribeOptions(beam_size=5)), window.features)
     _, calls = decodes(runner, [partial])
+    assert calls == [(1, 1)]
+    _, calls = decodes(runner, [final])  # a live final: its latency is the live session's
     assert calls == [(1, 1)]
     _, calls = decodes(runner, [wide])
     assert calls == [(1, 5)]

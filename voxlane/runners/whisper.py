@@ -338,9 +338,10 @@ class WhisperRunner:
     def doubts(self, decoded: _Decoded, work: WindowPass) -> bool:
         """Whether a first decode at temperature 0 deserves a second, wider one (``doubt_beam_size``): its
         mean log-probability is under ``doubt_log_prob`` or its text repeats itself (compression ratio over
-        2.4), and it is not silence. Live partials never do (the next one replaces them within a second), nor
-        windows already decoded with a beam at least as wide."""
-        if self.doubt_beam_size <= 1 or work.msg.partial or decoded.is_silence:
+        2.4), and it is not silence. Live work never does (a partial is replaced within a second, and a turn's
+        final is already decoded with --realtime-beam-size, whose latency docs/realtime.md measures), nor a
+        window already decoded with a beam at least as wide."""
+        if self.doubt_beam_size <= 1 or work.msg.deadline_s is not None or decoded.is_silence:
             return False
         if (work.options.beam_size or self.beam_size) >= self.doubt_beam_size:
             return False
