@@ -21,14 +21,16 @@ processes import the parent's main script as __mp_main__); the rest of the serve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,27 @@ def _install_pacing() -> None:
 _install_pacing()
 
 
+@contextlib.contextmanager
+def gil_profile(pid: int, path: Path, enabled: bool = True) -> Iterator[bool]:
+    """py-spy recording, while the block runs, which thread of process ``pid`` holds the GIL (raw stacks
+    to ``path``, 200 samples a second, without stopping the process); yields whether it records (py-spy
+    may be missing)."""
+    spy = None
+    if enabled and shutil.which("py-spy"):
+        spy = subprocess.Popen(
+            ["py-spy", "record", "--gil", "--threads", "--rate", "200", "--format", "raw", "--nonblocking",
+             "-o", str(path), "--pid", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+        yield spy is not None
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+
+
 def main() -> int:
     from asr_bench import free_port, run_json, serve_load_args
 
@@ -105,37 +128,14 @@ def main() -> int:
     cmd = [*serve, "--port", str(port), "--log-level", "warning", *shlex.split(args.server_args)]
     with open(out / f"{args.tag}-server.log", "wb") as log:
         server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        spy = None
         try:
             subset = ["--min-duration-s", str(args.min_duration_s)]
             # one untimed round first: the server is ready and warm before the profile starts
             run_json(serve_load_args(base_url, args.dataset, subset, 4, 4), out, f"{args.tag}-warm.json")
             load = serve_load_args(base_url, args.dataset, subset, args.requests, args.concurrency)
-            if args.profile and shutil.which("py-spy"):
-                spy = subprocess.Popen(
-                    [
-                        "py-spy",
-                        "record",
-                        "--gil",
-                        "--threads",
-                        "--rate",
-                        "200",
-                        "--format",
-                        "raw",
-                        "--nonblocking",
-                        "-o",
-                        str(out / f"{args.tag}-gil.txt"),
-                        "--pid",
-                        str(server.pid),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            r = run_json(load, out, f"{args.tag}.json")
+            with gil_profile(server.pid, out / f"{args.tag}-gil.txt", args.profile) as profiling:
+                r = run_json(load, out, f"{args.tag}.json")
         finally:
-            if spy is not None:
-                spy.send_signal(2)
-                spy.wait(30)
             server.terminate()
             server.wait(30)
     h = r["health"]["latency_ms"]
@@ -151,7 +151,7 @@ def main() -> int:
             }
         )
     )
-    if spy is not None:
+    if profiling:
         print(summarise_gil(out / f"{args.tag}-gil.txt"))
     return 0
 

@@ -108,36 +108,11 @@ def load(base_url: str, dataset: str, result_dir: Path, name: str, n: int = 128,
 
 def profiled(pid: int, base_url: str, dataset: str, result_dir: Path, tag: str) -> dict[str, Any]:
     """A load of 64 requests with py-spy recording the API process's GIL holder."""
-    spy = None
-    if shutil.which("py-spy"):
-        spy = subprocess.Popen(
-            [
-                "py-spy",
-                "record",
-                "--gil",
-                "--threads",
-                "--rate",
-                "200",
-                "--format",
-                "raw",
-                "--nonblocking",
-                "-o",
-                str(result_dir / f"gil-{tag}.txt"),
-                "--pid",
-                str(pid),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    try:
-        r = load(base_url, dataset, result_dir, f"profiled-{tag}.json", n=64)
-    finally:
-        if spy is not None:
-            spy.send_signal(2)
-            spy.wait(60)
-    if spy is not None and (result_dir / f"gil-{tag}.txt").exists():
-        from frontend_load import summarise_gil
+    from frontend_load import gil_profile, summarise_gil
 
+    with gil_profile(pid, result_dir / f"gil-{tag}.txt") as profiling:
+        r = load(base_url, dataset, result_dir, f"profiled-{tag}.json", n=64)
+    if profiling and (result_dir / f"gil-{tag}.txt").exists():
         r["gil"] = summarise_gil(result_dir / f"gil-{tag}.txt", top=15)
     return r
 
