@@ -15,9 +15,10 @@ memory), and only their names cross the pipes:
 - the features: the log-mel worker writes them to a block per window, and the API process maps it and
   hands the mapping to ZMQ as it is (no copy in the API process).
 
-Lifetimes are simple because the API process names every block before the job that writes it starts,
-and removes the name (:func:`unlink`) once that job has ended and it has what it needs: a mapping outlives
-its name, and the memory is freed with the last mapping. A job whose caller went away has its blocks
+Lifetimes are simple because the API process names every block before the job that writes it starts, and
+the name is removed (:func:`unlink`) by whoever reads the block last, once it has it open: the decode worker
+(the upload), the last window's log-mel worker (the samples), the API process (the features). A mapping
+outlives its name, and the memory is freed with the last mapping. A job whose caller went away has its blocks
 removed when it ends (``Executors.run(..., on_abandon=...)``). Names carry the API process's pid, so a
 server that was killed leaves blocks the next one removes at start (:func:`sweep`).
 
@@ -74,33 +75,30 @@ def create(name: str, nbytes: int) -> mmap.mmap:
         os.posix_fallocate(fd, 0, nbytes)  # ENOSPC now rather than SIGBUS on a page written later
         return mmap.mmap(fd, nbytes)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        unlink(name)
         raise
     finally:
         os.close(fd)
 
 
-def attach(name: str) -> mmap.mmap:
-    """The block ``name``, read-only."""
+def attach(name: str, remove: bool = False) -> mmap.mmap:
+    """The block ``name``, read-only; with ``remove``, its name is removed once it is open."""
     fd = os.open(_DIR + name, os.O_RDONLY)
     try:
+        if remove:
+            unlink(name)
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     finally:
         os.close(fd)
 
 
-def unlink(name: str | None) -> None:
-    """Remove the name of a block (its memory lives on in mappings); no error if it is gone or was never
-    made."""
-    if name:
-        with contextlib.suppress(OSError):
-            os.unlink(_DIR + name)
-
-
-def unlink_all(*names: str) -> None:
+def unlink(*names: str | None) -> None:
+    """Remove the names of blocks (their memory lives on in mappings); no error for one that is gone or
+    was never made."""
     for name in names:
-        unlink(name)
+        if name:
+            with contextlib.suppress(OSError):
+                os.unlink(_DIR + name)
 
 
 def write_block(name: str, data: bytes) -> bool:
@@ -177,9 +175,8 @@ def decode_and_split_shared(
     windows keep their samples (they go back through the pipe). The upload's block is removed once read
     (here, so that the API process's event loop makes no syscall for it)."""
     if isinstance(upload, str):
-        with attach(upload) as block:
+        with attach(upload, remove=True) as block:
             data = block[:]
-        unlink(upload)
     else:
         data = upload
     audio = decode_and_split(data, max_duration_s, search_s, vad, budget_s)
@@ -217,10 +214,8 @@ def window_features_shared(
     when the block cannot be made)."""
     if isinstance(pcm, tuple):
         name, start, count = pcm
-        with attach(name) as block:
+        with attach(name, remove=last) as block:
             samples = np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
-        if last:
-            unlink(name)
     else:
         samples = pcm
     features, n_frames, speech = window_features(samples, n_mels, offset_s, speech)
@@ -238,10 +233,4 @@ def window_features_shared(
 def features_view(name: str, shape: tuple[int, int]) -> np.ndarray:
     """The features a log-mel job wrote to block ``name``, read-only, without a copy (the mapping lives as
     long as the array and whatever holds it: ZMQ, until it has sent them); the name is removed."""
-    fd = os.open(_DIR + name, os.O_RDONLY)
-    try:
-        os.unlink(_DIR + name)
-        block = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    finally:
-        os.close(fd)
-    return np.frombuffer(block, dtype=np.float32).reshape(shape)
+    return np.frombuffer(attach(name, remove=True), dtype=np.float32).reshape(shape)

@@ -213,10 +213,10 @@ async def _decode_shared(state: AppState, upload: UploadFile, vad: VadOptions | 
             config.split_search_s,
             vad,
             state.engine.audio_room_s(),
-            on_abandon=partial(shared.unlink_all, name, pcm),
+            on_abandon=partial(shared.unlink, name, pcm),
         )
     except BaseException:
-        shared.unlink_all(name, pcm)  # the worker removes the upload's block once it has read it
+        shared.unlink(name, pcm)  # the worker removes the upload's block once it has read it
         raise
     if split.windows:
         transfers.labels("pipe" if split.block is None else "shared_memory").inc()
@@ -310,7 +310,7 @@ class _Job:
         """When the request arrived (perf_counter), for the time to its first text."""
         self.block = audio.block
         """The block of shared memory that holds the windows' samples, or None (audio/shared.py)."""
-        self._release_block = weakref.finalize(self, shared.unlink, audio.block)
+        self._release_block = weakref.finalize(self, shared.unlink, audio.block) if audio.block else None
         """Removes the block when this job is gone before its last window's features were asked for (a
         request that ended early, or a stream never read); the worker of the last window removes it
         otherwise."""
@@ -397,7 +397,7 @@ class _Job:
         except BaseException:
             shared.unlink(name)
             raise
-        if last:
+        if last and self._release_block is not None:
             self._release_block.detach()  # the worker removed the block of samples
         features = shared.features_view(name, out) if isinstance(out, tuple) else out
         self.state.metrics.audio_transfers.labels("shared_memory" if isinstance(out, tuple) else "pipe").inc()
