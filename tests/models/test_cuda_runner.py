@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.models.spy import ModelSpy
 from voxlane.config import EngineConfig, default_model_path
 from voxlane.runners.cuda import CudaUnavailable, cuda_device_count, place
 
@@ -47,30 +48,14 @@ def test_the_warm_up_runs_every_kind_of_decode_a_request_may_ask_for() -> None:
     from voxlane.runners.whisper import WhisperRunner
 
     runner = WhisperRunner.load(EngineConfig(model_path=str(default_model_path()), device="cpu"))
-    calls: list[tuple[str, dict]] = []
-
-    class Spy:
-        def __init__(self, model: object) -> None:
-            self.model = model
-
-        def __getattr__(self, name: str):
-            method = getattr(self.model, name)
-
-            def spied(*args, **kwargs):
-                if name == "encode":
-                    kwargs = {"frames": args[0].shape[2]}
-                calls.append((name, kwargs))
-                return method(*args, **kwargs) if name != "encode" else method(*args)
-
-            return spied
-
-    runner.model = Spy(runner.model)
-    runner.decoder = Spy(runner.decoder)
+    calls: list[tuple[str, int | None, dict]] = []
+    runner.model = ModelSpy(runner.model, calls)
+    runner.decoder = ModelSpy(runner.decoder, calls)
     runner.warm_up(4, beam_sizes=(3,))
-    generates = [kw for name, kw in calls if name == "generate"]
+    generates = [kw for name, _, kw in calls if name == "generate"]
     beams = {kw.get("beam_size", 1) for kw in generates if "sampling_temperature" not in kw}
     assert {3, runner.doubt_beam_size} <= beams and runner.doubt_beam_size > 1  # the live final's, the doubt's
     assert any(kw.get("sampling_temperature", 0) > 0 for kw in generates)
-    assert any(name == "align" for name, _ in calls)
-    assert {kw["frames"] for name, kw in calls if name == "encode"} == {3000, 300}
+    assert any(name == "align" for name, _, _ in calls)
+    assert {frames for name, frames, _ in calls if name == "encode"} == {3000, 300}
     assert sum(1 for kw in generates if kw.get("beam_size") == 1) >= 3  # batch sizes 1, 2, 4
