@@ -1,13 +1,14 @@
 # Two commands set up everything on a fresh machine with Python >= 3.11 and pip:
 #   make serve   create .venv, install voxlane with the bundled models, start the server on 127.0.0.1:8000
 #   make test    install the dev dependencies too and run the whole suite
+#   make mutants every named mutation of the code (tests/mutants/) must fail one of its tests
 #   make lint    ruff (lint + format), mypy, and the import contracts in pyproject.toml (layers point down)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test install install-dev install-cuda bench bench-gpu lint clean
+.PHONY: serve test mutants install install-dev install-cuda bench bench-gpu lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,10 @@ serve: install
 
 test: install-dev
 	$(BIN)/python -m pytest $(ARGS)
+
+# Named, small bugs (tests/mutants/*.patch), each applied to a temporary copy: its tests must fail.
+mutants: install-dev
+	$(BIN)/python tests/mutants/run.py $(ARGS)
 
 bench: install-dev
 	$(BIN)/python benchmarks/asr_bench.py $(ARGS)
