@@ -91,8 +91,10 @@ def copy_repo(dest: Path) -> None:
 def run(mutant: Mutant, timeout_s: float) -> Outcome:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"voxlane-mutant-{mutant.name}-") as tmp:
-        copy = Path(tmp)
+        copy = Path(tmp) / ROOT.name
         copy_repo(copy)
+        if (ROOT.parent / "shared").exists():  # the dev data set ships beside the repo, in ../shared
+            (Path(tmp) / "shared").symlink_to(ROOT.parent / "shared")
         applied = subprocess.run(["git", "apply", str(mutant.patch)], cwd=copy, capture_output=True, text=True)
         if applied.returncode != 0:
             return Outcome(mutant, "error", time.monotonic() - start, "patch does not apply: " + applied.stderr)
