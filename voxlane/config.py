@@ -406,6 +406,14 @@ class ServerConfig:
         shown_default="none",
     )
     metrics_need_key: bool = setting(False, "whether /metrics needs an API key too (/health never does)")
+    cors_allow_origins: str = setting(
+        "",
+        "web origins allowed to call the API from a browser, comma-separated (https://app.example.com), or * for "
+        "any; empty: no CORS headers. API keys are still checked",
+        shown_default="none",
+    )
+    """For web apps that call the server directly. Preflight (OPTIONS) requests are answered without a key, as
+    browsers send them without one; the request that follows needs its key as any other."""
     ray_address: str = setting(
         "",
         "a running Ray cluster (auto, or HOST:PORT of its head); when set, voxlane serve deploys on Ray Serve "

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 
 from voxlane import __version__
@@ -94,6 +95,15 @@ def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -
         app.add_middleware(RequireApiKey, keys=config.api_keys, protect_metrics=config.metrics_need_key)
         log.info("API keys: %d; every /v1 route needs one", len(config.api_keys))  # how many, never which
     app.add_middleware(DrainGate, drain=drain)
+    if config.cors_allow_origins:  # outside the key check: a preflight carries no key, and a 401 needs the headers
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=[o.strip() for o in config.cors_allow_origins.split(",") if o.strip()],
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["*"],
+            expose_headers=["Retry-After", "WWW-Authenticate"],
+            max_age=600,
+        )
     app.add_middleware(RequestMetrics)  # outermost: it counts the drain's 503s and the key check's 401s too
     return app
 
