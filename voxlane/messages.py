@@ -28,6 +28,9 @@ class TranscribeOptions(msgspec.Struct, frozen=True):
     beam_size: int | None = None
     """Beam size of this window's decode (live work: 1 for a partial, ``--realtime-beam-size`` for a final);
     None: the engine's ``--beam-size``. The temperature fallback samples one candidate, as ever."""
+    logprobs: bool = False
+    """Give each segment its tokens' log-probabilities (``include[]=logprobs``), from the word alignment's
+    pass (the same pass as ``word_timestamps``)."""
 
 
 class WindowRequest(msgspec.Struct, tag="window"):
@@ -103,6 +106,14 @@ class Word(msgspec.Struct):
     probability: float
 
 
+class TokenLogprob(msgspec.Struct, array_like=True):
+    token: str
+    """The token's text (a piece of a character that UTF-8 spreads over several tokens reads as U+FFFD)."""
+    bytes: list[int]
+    """The token's own UTF-8 bytes."""
+    logprob: float
+
+
 class Segment(msgspec.Struct):
     start: float
     end: float
@@ -113,6 +124,8 @@ class Segment(msgspec.Struct):
     no_speech_prob: float
     temperature: float
     words: list[Word] | None = None
+    logprobs: list[TokenLogprob] | None = None
+    """One per text token, when the request asked for them (TranscribeOptions.logprobs)."""
 
 
 class WindowResult(msgspec.Struct, tag="result"):

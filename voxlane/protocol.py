@@ -62,6 +62,15 @@ class TranscriptionRequest(BaseModel):
     chunking_strategy: ChunkingStrategy | None = None
     """``auto`` or a ``server_vad`` object (sent as JSON): decode only the speech that voice activity detection
     finds; ``none``: all of the audio in 30 s windows. Left out: the server's ``--chunking-strategy``."""
+    include: list[Literal["logprobs"]] = Field(default_factory=list)
+    """``logprobs``: each text token's log-probability (``logprobs: [{token, bytes, logprob}]``), in the
+    ``json`` response and in the stream's events; with ``response_format=json`` only, as OpenAI's."""
+    keywords: list[str] = Field(default_factory=list, max_length=100)
+    """Words and names to expect (OpenAI's field for its newer models): voxlane puts them in the decoder's
+    prompt, before ``prompt``'s text (docs/openai-compatibility.md)."""
+    languages: list[str] = Field(default_factory=list)
+    """Accepted for OpenAI's clients; Whisper decodes one language per request (``language``), so this is
+    ignored (docs/openai-compatibility.md)."""
 
     @field_validator("language")
     @classmethod
@@ -98,8 +107,17 @@ class Usage(BaseModel):
     seconds: float
 
 
+class Logprob(BaseModel):
+    token: str
+    bytes: list[int]
+    """The token's UTF-8 bytes (a character split over tokens is whole only in their bytes)."""
+    logprob: float
+
+
 class Transcription(BaseModel):
     text: str
+    logprobs: list[Logprob] | None = None
+    """With ``include[]=logprobs``."""
     usage: Usage | None = None
 
 
@@ -134,6 +152,15 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+def _voice_schema(schema: dict[str, Any]) -> None:
+    """``voice`` in /openapi.json: a name, or OpenAI's object ``{"id": name}`` (the validator makes it a name)."""
+    schema.pop("type", None)
+    schema["anyOf"] = [
+        {"type": "string"},
+        {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+    ]
+
+
 class SpeechRequest(BaseModel):
     """The JSON body of /v1/audio/speech. ``input``'s length limit is the server's (--max-speech-input-chars)."""
 
@@ -143,8 +170,9 @@ class SpeechRequest(BaseModel):
     """``piper``, or one of its aliases ``tts-1``, ``tts-1-hd``."""
     input: str = Field(examples=["Hello there."])
     """The text to speak; at most ``--max-speech-input-chars`` characters."""
-    voice: str = Field(examples=["joe"])
-    """A voice from GET /v1/audio/voices; OpenAI's names (``alloy``, ...) speak with the default voice."""
+    voice: str = Field(examples=["joe"], json_schema_extra=_voice_schema)
+    """A voice from GET /v1/audio/voices, by name or as ``{"id": name}``; OpenAI's names (``alloy``, ...) speak
+    with the default voice."""
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
     """The audio's format; ``pcm`` is raw 16-bit little-endian mono samples."""
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
@@ -155,6 +183,16 @@ class SpeechRequest(BaseModel):
     """Resample the audio to this rate (Hz); left out, the voice's own rate."""
     instructions: str | None = None
     """Accepted for compatibility with OpenAI's gpt-4o-mini-tts; Piper voices ignore it."""
+
+    @field_validator("voice", mode="before")
+    @classmethod
+    def _voice_id(cls, value: Any) -> Any:
+        """OpenAI's voice object, ``{"id": name}``, names the voice as its string does."""
+        if isinstance(value, dict):
+            if set(value) != {"id"} or not isinstance(value["id"], str):
+                raise ValueError('send the voice as a name or as {"id": name}')
+            return value["id"]
+        return value
 
 
 class VoiceCard(BaseModel):
@@ -219,7 +257,26 @@ class TranscriptTextDelta(BaseModel):
 
     type: Literal["transcript.text.delta"] = "transcript.text.delta"
     delta: str
-    logprobs: None = None
+    logprobs: list[Logprob] | None = None
+    """The delta's tokens, with ``include[]=logprobs``."""
+
+
+class TokenUsageDetails(BaseModel):
+    audio_tokens: int
+    """Whisper's encoder positions over the audio: 50 a second."""
+    text_tokens: int
+    """Tokens of the prompt and keywords."""
+
+
+class TokenUsage(BaseModel):
+    """OpenAI's token usage, as its streaming transcription models report it."""
+
+    type: Literal["tokens"] = "tokens"
+    input_tokens: int
+    output_tokens: int
+    """Text tokens decoded."""
+    total_tokens: int
+    input_token_details: TokenUsageDetails
 
 
 class TranscriptTextDone(BaseModel):
@@ -227,7 +284,9 @@ class TranscriptTextDone(BaseModel):
 
     type: Literal["transcript.text.done"] = "transcript.text.done"
     text: str
-    logprobs: None = None
+    logprobs: list[Logprob] | None = None
+    """Every token's, with ``include[]=logprobs``."""
+    usage: TokenUsage | None = None
 
 
 class SpeechAudioDelta(BaseModel):

@@ -23,7 +23,7 @@ import math
 import threading
 import zlib
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import ctranslate2
@@ -34,7 +34,7 @@ from faster_whisper.transcribe import merge_punctuations
 
 from voxlane.audio.features import FRAMES_PER_SECOND, N_FRAMES, pad_frames
 from voxlane.config import EngineConfig
-from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult, Word
+from voxlane.messages import Segment, TokenLogprob, TranscribeOptions, WindowRequest, WindowResult, Word
 from voxlane.runners.base import WindowOutput, WindowPass, is_short
 from voxlane.runners.cuda import place
 from voxlane.text.repeats import cut_repeats
@@ -283,13 +283,15 @@ class WhisperRunner:
             segments, resume_s = self._segments(work, language, result)
             outputs.append(WindowOutput(WindowResult(work.request_id, work.msg.index, language, segments), resume_s))
         results = [o.result for o in outputs]
-        wants_words = [i for i, w in enumerate(batch) if w.options.word_timestamps and results[i].segments]
-        if wants_words:
-            self._add_words(
-                [batch[i] for i in wants_words],
-                [results[i] for i in wants_words],
-                _take(encoded, wants_words, len(batch)),
-                [languages[i] for i in wants_words],
+        aligned = [
+            i for i, w in enumerate(batch) if (w.options.word_timestamps or w.options.logprobs) and results[i].segments
+        ]
+        if aligned:
+            self._align(
+                [batch[i] for i in aligned],
+                [results[i] for i in aligned],
+                _take(encoded, aligned, len(batch)),
+                [languages[i] for i in aligned],
             )
         return outputs
 
@@ -529,13 +531,16 @@ class WhisperRunner:
             return False
         return work.passes + 1 < MAX_PASSES and MIN_PROGRESS_S <= resume_s < work.msg.duration_s - TIME_PRECISION_S
 
-    def _add_words(
+    def _align(
         self,
         batch: Sequence[WindowPass],
         results: Sequence[WindowResult],
         encoded: ctranslate2.StorageView,
         languages: list[str],
     ) -> None:
+        """Word timestamps and token log-probabilities, for the windows that asked: one forced pass of the
+        decoder over each window's text gives both (CTranslate2's ``align``: the cross-attention's path,
+        and each text token's probability given the audio and the tokens before it)."""
         text_tokens = [[t for seg in r.segments for t in seg.tokens] for r in results]
         sot_sequences = [self.tokenizer(w.options.task, lang).sot_sequence for w, lang in zip(batch, languages)]
         if all(seq == sot_sequences[0] for seq in sot_sequences):
@@ -554,6 +559,10 @@ class WhisperRunner:
                 for i, w in enumerate(batch)
             ]
         for work, result, tokens, alignment, lang in zip(batch, results, text_tokens, alignments, languages):
+            if work.options.logprobs:
+                _add_logprobs(result.segments, alignment.text_token_probs, self.hf_tokenizer)
+            if not work.options.word_timestamps:
+                continue
             words = self._word_timings(
                 self.tokenizer(work.options.task, lang), tokens, alignment, work.msg.offset_s, work.msg.duration_s
             )
@@ -606,6 +615,40 @@ class WhisperRunner:
             end = round(offset_s + min(max(t["end"], t["start"]), duration_s), 3)
             out.append((Word(t["word"], start, end, round(t["probability"], 4)), len(t["tokens"])))
         return out
+
+
+def _add_logprobs(segments: Sequence[Segment], probs: Sequence[float], tokenizer: tokenizers.Tokenizer) -> None:
+    """Hand the window's token probabilities (one per text token, in order, then end-of-text's) out to its
+    segments as log-probabilities."""
+    at = 0
+    for seg in segments:
+        seg.logprobs = []
+        for token, p in zip(seg.tokens, probs[at : at + len(seg.tokens)]):
+            raw = _token_bytes(tokenizer, token)
+            seg.logprobs.append(
+                TokenLogprob(raw.decode("utf-8", errors="replace"), list(raw), round(math.log(max(p, 1e-12)), 5))
+            )
+        at += len(seg.tokens)
+
+
+@cache
+def _byte_of_char() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet, reversed: the vocabulary writes each byte as one printable
+    character (the 188 printable Latin-1 bytes as themselves, the other 68 as U+0100 onwards)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = dict(zip(printable, printable))
+    extra = 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = 256 + extra
+            extra += 1
+    return {chr(c): b for b, c in chars.items()}
+
+
+def _token_bytes(tokenizer: tokenizers.Tokenizer, token: int) -> bytes:
+    piece = tokenizer.id_to_token(token) or ""
+    table = _byte_of_char()
+    return bytes(table[c] for c in piece if c in table)
 
 
 def _repeats(text: str) -> bool:

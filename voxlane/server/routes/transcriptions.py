@@ -45,8 +45,11 @@ from voxlane.languages import language_name
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult
 from voxlane.protocol import (
     RESPONSE_FORMATS,
+    Logprob,
     ServerVad,
     Task,
+    TokenUsage,
+    TokenUsageDetails,
     Transcription,
     TranscriptionRequest,
     TranscriptionSegment,
@@ -68,12 +71,15 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 
+_LIST_FIELDS = ("timestamp_granularities", "include", "keywords", "languages")
+"""Fields that hold a list: the openai client sends each item as a part named 'name[]'."""
+
 # The form is read by hand (_read_form, for OpenAI's error messages and the openai client's spellings of
 # chunking_strategy); this is what /openapi.json and /docs show of it.
 _FORM = multipart_body(
     {"file": "The audio: wav, flac, mp3, ogg, webm, m4a or anything else FFmpeg reads."},
     TranscriptionRequest,
-    rename={"timestamp_granularities": "timestamp_granularities[]"},
+    rename={name: name + "[]" for name in _LIST_FIELDS},
 )
 _TEXT = {"schema": {"type": "string"}}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -135,6 +141,11 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
         raise InvalidRequest(
             "stream=true sends text deltas; use response_format 'json' or 'text' with it", param="stream"
         )
+    if params.include and params.response_format != "json":
+        raise InvalidRequest(
+            "include[]=logprobs needs response_format='json' (OpenAI's rule: the other formats have no place for them)",
+            param="include",
+        )
     if params.timestamp_granularities and params.response_format != "verbose_json":
         raise InvalidRequest(
             "timestamp_granularities needs response_format='verbose_json'", param="timestamp_granularities"
@@ -147,9 +158,10 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
     options = TranscribeOptions(
         task=task,
         language=params.language,
-        prompt=params.prompt,
+        prompt=with_keywords(params.prompt, params.keywords),
         temperature=params.temperature,
         word_timestamps="word" in params.timestamp_granularities,
+        logprobs="logprobs" in params.include,
     )
     job = _Job(state, audio, options, arrived_s)
     if params.stream:
@@ -227,9 +239,10 @@ async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> t
     form = await read_form(request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part")
     upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
     fields: dict[str, Any] = text_fields(form)
-    granularities = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
-    fields["timestamp_granularities"] = [g for g in granularities if isinstance(g, str)]
-    fields.pop("timestamp_granularities[]", None)
+    for name in _LIST_FIELDS:  # the openai client sends a list as repeated 'name[]' parts
+        values = form.getlist(name + "[]") + form.getlist(name)
+        fields[name] = [v for v in values if isinstance(v, str)]
+        fields.pop(name + "[]", None)
     _chunking_field(fields)
     if "model" not in fields:
         raise InvalidRequest(f"missing 'model': send model='{state.config.model_name}'", param="model")
@@ -436,13 +449,48 @@ async def _cancel_on_disconnect(request: Request, work: Any) -> Any:
 
 async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
     texts: list[str] = []
+    logprobs: list[dict[str, Any]] | None = [] if job.options.logprobs else None
+    output_tokens = 0
     async for result in job.results():
         for segment in result.segments:
+            output_tokens += len(segment.tokens)
             if segment.text:
                 texts.append(segment.text)
-                yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": None}
+                delta = _logprobs([segment]) if logprobs is not None else None
+                if logprobs is not None and delta is not None:
+                    logprobs.extend(delta)
+                yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": delta}
     job.state.metrics.audio_seconds.inc(job.duration_s)
-    yield {"type": "transcript.text.done", "text": "".join(texts).strip(), "logprobs": None}
+    audio_tokens = math.ceil(job.duration_s * AUDIO_TOKENS_PER_S)
+    usage = TokenUsage(
+        input_tokens=audio_tokens,
+        output_tokens=output_tokens,
+        total_tokens=audio_tokens + output_tokens,
+        input_token_details=TokenUsageDetails(audio_tokens=audio_tokens, text_tokens=0),
+    )
+    yield {
+        "type": "transcript.text.done",
+        "text": "".join(texts).strip(),
+        "logprobs": logprobs,
+        "usage": usage.model_dump(),
+    }
+
+
+AUDIO_TOKENS_PER_S = 50
+"""Whisper's encoder positions per second of audio (1,500 per 30 s window): the stream's audio tokens."""
+
+
+def _logprobs(segments: list[Segment]) -> list[dict[str, Any]]:
+    return [{"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for s in segments for t in (s.logprobs or [])]
+
+
+def with_keywords(prompt: str | None, keywords: list[str]) -> str | None:
+    """The decoder's prompt for a request with ``keywords``: the words, then the request's prompt."""
+    words = [k.strip() for k in keywords if k.strip()]
+    if not words:
+        return prompt
+    listed = ", ".join(words) + "."
+    return f"{listed} {prompt}" if prompt else listed
 
 
 def _render(
@@ -458,7 +506,8 @@ def _render(
     if fmt == "vtt":
         return PlainTextResponse(to_vtt(segments), media_type="text/vtt")
     if fmt == "json":
-        return JSONResponse(Transcription(text=text, usage=usage).model_dump())
+        logprobs = [Logprob(**t) for t in _logprobs(segments)] if "logprobs" in params.include else None
+        return JSONResponse(Transcription(text=text, logprobs=logprobs, usage=usage).model_dump(exclude_none=True))
     granularities = params.timestamp_granularities or ["segment"]
     body = VerboseTranscription(
         task=task,
