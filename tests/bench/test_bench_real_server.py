@@ -50,6 +50,12 @@ def test_transcription_against_voxlane(server: Any, tiny_dataset: Path, tmp_path
     assert_common_figures(r)
     assert r["rtfx"] > 0 and r["request_throughput"] > 0 and r["e2el_ms"]["p99"] >= r["e2el_ms"]["median"] > 0
     assert r["wer_requests"] == 3 and 0 <= r["wer"] < 0.5  # tiny.en on clean short speech
+    e = r["wer_errors"]
+    assert e["words"] > 0 and e["sub"] + e["del"] + e["ins"] == round(r["wer"] * e["words"])
+    # The server's own count of windows over the run: a short clip is one window (its /metrics, before and after).
+    w = r["server_windows"]
+    assert w["windows"] >= 3 and w["audio_s"] > 0
+    assert w["windows_per_audio_hour"] == pytest.approx(w["windows"] / w["audio_s"] * 3600)
     assert r["health"]["failures"] == 0 and r["health"]["latency_ms"]["p50"] > 0
     assert all(q["text"] for q in r["requests"])
 
@@ -168,8 +174,10 @@ def test_accuracy_against_voxlane_and_faster_whisper(
     total = r["total"]
     assert total["server"]["words"] == sum(row["server"]["words"] for row in r["files"])
     assert total["server"]["wer"] < 0.5 and total["faster-whisper"]["wer"] < 0.5
+    assert r["server_windows"]["windows"] >= len(r["files"])  # at least a window per file, counted by the server
     table = capsys.readouterr().out
     assert "sub/del/ins" in table and "corpus" in table and "fw-batched-vad" in table
+    assert "Whisper windows (per audio hour)" in table
 
 
 def test_accuracy_bad_systems_exit_2(capsys: Any) -> None:

@@ -236,13 +236,19 @@ def _check_model(flag: str, model: str) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from voxlane.bench import report, runner
+    from voxlane.bench import report, runner, server_counters
     from voxlane.bench.options import options_from_args
 
     opts = options_from_args(args)
     items = runner.load_inputs(opts)
+    headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+    before = server_counters.scrape(opts.base_url, headers) if opts.backend == "openai-audio" else None
     outcome = runner.run(opts, items)
     result = report.summarise(opts, outcome)
+    if before is not None:
+        result["server_windows"] = server_counters.window_figures(
+            before, server_counters.scrape(opts.base_url, headers)
+        )
     print(report.format_result(result))
     if opts.save_result or opts.save_detailed or opts.result_filename:
         path = report.save_json(result, opts.result_dir, opts.result_filename or report.default_filename(result))
@@ -315,7 +321,7 @@ def _accuracy(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
-    from voxlane.bench import accuracy, metrics, report, runner
+    from voxlane.bench import accuracy, metrics, report, runner, server_counters
     from voxlane.bench.options import options_from_args
     from voxlane.config import default_model_path
 
@@ -337,8 +343,12 @@ def _accuracy(args: argparse.Namespace) -> int:
     items = runner.load_inputs(opts)
     name, normalise = metrics.text_normaliser()
     runs = []
+    windows = None
     if "server" in systems:
+        headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+        before = server_counters.scrape(opts.base_url, headers)
         runs.append(accuracy.run_server(opts, items))
+        windows = server_counters.window_figures(before, server_counters.scrape(opts.base_url, headers))
     if "faster-whisper" in systems or "fw-batched-vad" in systems:
         fw = accuracy.faster_whisper_model(
             str(default_model_path() if model == DEFAULT_MODEL_NAME else model), args.compute_type, args.threads
@@ -361,6 +371,7 @@ def _accuracy(args: argparse.Namespace) -> int:
         "beam_size": args.beam_size,
         "normaliser": name,
         "errors": {run.name: run.errors[:3] for run in runs if run.errors},
+        "server_windows": windows,
     }
     print(f"{'=' * 20} voxlane bench accuracy {'=' * 20}")
     print(
@@ -368,6 +379,8 @@ def _accuracy(args: argparse.Namespace) -> int:
         f"faster-whisper {model} ({args.compute_type}, beam {args.beam_size}); normaliser: {name}"
     )
     print(accuracy.format_table(result, [run.name for run in runs]))
+    for line in report.window_lines(windows):
+        print(line)
     for run in runs:
         for error in run.errors[:3]:
             print(f"{run.name}: failed: {error}")

@@ -121,3 +121,19 @@ def word_error_rate(
     if not refs:
         return math.nan, 0
     return float(jiwer.wer(refs, hyps)), len(refs)
+
+
+def error_counts(
+    references: Iterable[str], hypotheses: Iterable[str], normalise: Callable[[str], str]
+) -> dict[str, int]:
+    """Reference words, substitutions, deletions and insertions over the pairs (after ``normalise``; pairs
+    whose normalised reference is empty are left out, as in :func:`word_error_rate`)."""
+    import jiwer
+
+    pairs = [(normalise(r), normalise(h)) for r, h in zip(references, hypotheses)]
+    pairs = [(r, h) for r, h in pairs if r.strip()]
+    if not pairs:
+        return {"words": 0, "sub": 0, "del": 0, "ins": 0}
+    out = jiwer.process_words([r for r, _ in pairs], [h for _, h in pairs])
+    words = out.hits + out.substitutions + out.deletions
+    return {"words": words, "sub": out.substitutions, "del": out.deletions, "ins": out.insertions}

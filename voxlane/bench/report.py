@@ -75,6 +75,7 @@ def _transcription(ok: Sequence[RequestOutput], wall: float) -> dict[str, Any]:
     name, normalise = metrics.text_normaliser()
     pairs = [(o.reference, o.text) for o in ok if o.reference is not None]
     wer, counted = metrics.word_error_rate([r for r, _ in pairs], [h for _, h in pairs], normalise)
+    errors = metrics.error_counts([r for r, _ in pairs], [h for _, h in pairs], normalise)
     return {
         "input_audio_s": audio_s,
         "rtfx": metrics.rtfx(audio_s, wall),
@@ -82,6 +83,7 @@ def _transcription(ok: Sequence[RequestOutput], wall: float) -> dict[str, Any]:
         "itl_ms": metrics.latency_stats(itls) if itls else None,
         "wer": wer,
         "wer_requests": counted,
+        "wer_errors": errors,
         "normaliser": name,
     }
 
@@ -178,6 +180,17 @@ def _ms(stats: dict[str, float] | None, key: str) -> str:
     return f"{stats[key]:.1f}"
 
 
+def window_lines(w: dict[str, Any] | None) -> list[str]:
+    """The server's windows over the run (bench/server_counters.py), when its /metrics could be read."""
+    if not w:
+        return []
+    return [
+        f"{'Whisper windows (per audio hour)':<40}{w['windows']} ({_num(w['windows_per_audio_hour'], 1)})",
+        f"{'Continuation passes (per window)':<40}{w['continuation_passes']} "
+        f"({_num(w['continuation_passes_per_window'], 3)})",
+    ]
+
+
 def format_result(r: dict[str, Any]) -> str:
     lines = [
         f"{'=' * 20} voxlane bench: {r['backend']} {'=' * 20}",
@@ -194,6 +207,12 @@ def format_result(r: dict[str, Any]) -> str:
             f"{'RTFx (audio s / wall s)':<40}{r['rtfx']:.2f}",
             f"{'WER':<40}{_pct(r['wer'])} over {r['wer_requests']} requests ({r['normaliser']})",
         ]
+        if r.get("wer_errors"):
+            e = r["wer_errors"]
+            lines.append(
+                f"{'WER errors: S / D / I (of words)':<40}{e['sub']} / {e['del']} / {e['ins']} (of {e['words']})"
+            )
+        lines += window_lines(r.get("server_windows"))
     else:
         c = r["continuity"]
         lines += [
