@@ -48,7 +48,9 @@ def main() -> None:
             for arm in arms:
                 text = transcribe(row, args.keyword if arm == "keywords" else [])
                 scores[group, arm] += score(row["text"], text, normalise)
-    print(f"{len(rows)} files, each twice per arm (A B B A), {time.perf_counter() - start:.0f} s; keywords {args.keyword}")
+    print(
+        f"{len(rows)} files, each twice per arm (A B B A), {time.perf_counter() - start:.0f} s; keywords {args.keyword}"
+    )
     print("| files | arm | words | WER | S | D | I |\n|---|---|---|---|---|---|---|")
     for (group, arm), s in scores.items():
         print(f"| {group} | {arm} | {s.words} | {100 * s.wer:.2f}% | {s.sub} | {s.dels} | {s.ins} |")
