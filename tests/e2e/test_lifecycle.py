@@ -272,10 +272,13 @@ def test_a_drain_that_times_out_answers_what_is_left_503_then_exits(dev_set) -> 
     srv.stop()
     print(f"\nanswered {answered_s:.2f} s and exited {exited_s:.2f} s after SIGTERM ({srv.proc.returncode})")
     # What was still transcribing when the 1 s drain ran out gets the drain's 503 (OpenAI's error body, a
-    # Retry-After), not a cut connection or uvicorn's bare 500; then the server exits, cleanly.
+    # Retry-After), not a cut connection or uvicorn's bare 500; then the server exits, cleanly. (17 windows
+    # take seconds on 2 cores: one request may finish in time on a fast machine, not all three.)
     assert len(results) == 3 and all(isinstance(r, httpx.Response) for r in results), results
-    assert [r.status_code for r in results] == [503] * 3, [r.text for r in results]
-    for r in results:
+    assert {r.status_code for r in results} <= {200, 503}, [r.text for r in results]
+    refused = [r for r in results if r.status_code == 503]
+    assert refused, "every request finished within the 1 s drain: nothing was left to answer"
+    for r in refused:
         assert r.json()["error"]["code"] == "shutting_down", r.text
         assert int(r.headers["Retry-After"]) >= 1
     # The drain timeout, plus the engine's stats (1 s old at most) and a batch's end: well under 1 + 3 s.
