@@ -62,7 +62,10 @@ def _serve(args: argparse.Namespace) -> int:
                     )
                 if self.drain.over(time.monotonic()):
                     if self.drain.in_flight:
-                        log.warning("drain timeout: %d request(s) still in flight are cut off", self.drain.in_flight)
+                        log.warning(
+                            "drain timeout: %d request(s) still in flight get 503 (shutting_down)", self.drain.in_flight
+                        )
+                        self.drain.expire()
                     else:
                         log.info("drained: every request in flight has finished; exiting")
                     self.should_exit = True

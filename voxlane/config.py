@@ -390,7 +390,7 @@ class ServerConfig:
     drain_timeout_s: float = setting(
         30.0,
         "seconds that requests in flight may take to finish after SIGTERM or Ctrl-C (new ones get 503 "
-        "meanwhile); a second signal exits at once",
+        "meanwhile, and so do those still waiting on the engine when it is up); a second signal exits at once",
         minimum=0,
     )
     api_key: str = setting(

@@ -17,10 +17,22 @@ import pytest
 import soundfile as sf
 
 from tests.conftest import Clip, ServerProcess, running_server
+from voxlane.bench.health_probe import HealthProbe
 
 BOMB_HOURS = 2.9
-RSS_GROWTH_LIMIT_MB = 500
-SHORT_LATENCY_LIMIT_S = 10.0  # "a few seconds": 1.3-3 s alone and 1.6-4.3 s beside the bombs on this 2-core box
+RSS_GROWTH_LIMIT_MB = 100
+"""The README: the four bombs took the API process from 114 MB to 141 MB (27 MB; 29 MB here beside other work);
+before the fix, to 2,748 MB. 100 MB leaves the allocator's noise room and still fails on any copy of the audio
+(one bomb's 2.9 h as int16 is 334 MB)."""
+SHORT_LATENCY_LIMIT_S = 8.0
+"""The README: a short clip sent beside the bombs is answered in 0.7-4.3 s on an idle 2-core machine; 8 s is
+that with almost 2x margin, and under the 10-90 s the clip waited before the fix (decodes hogging the pool)."""
+HEALTH_P50_LIMIT_MS = 20.0
+HEALTH_P99_LIMIT_MS = 100.0
+"""/health under the flood of the 429 test, probed every 20 ms from a process of its own (as the benchmark
+does): the README's 10x overload run measured 2.8 ms p50 and 6.6 ms p99 on an idle 2-core machine. The limits
+leave ~7x and ~15x of room for a busier CI machine; a loop blocked by a decode or an upload's parse takes
+hundreds of ms, which they catch."""
 
 
 def silent_flac(hours: float = BOMB_HOURS, rate: int = 16000) -> bytes:
@@ -60,7 +72,8 @@ def test_four_silent_flac_bombs_keep_memory_flat_and_others_served(own_server: S
     short = by_name(dev_set, "cmu_goforward.wav")
     client = openai.OpenAI(base_url=own_server.base_url + "/v1", api_key="x", max_retries=0, timeout=60)
     pid = own_server.proc.pid
-    time.sleep(1.0)
+    # One clip first, so that what any request allocates once (pools, buffers, the VAD) is in the baseline.
+    assert "forward" in client.audio.transcriptions.create(model="whisper-1", file=short.path.open("rb")).text.lower()
     before = rss_mb(pid)
 
     def fire(_: int) -> httpx.Response:
@@ -71,17 +84,28 @@ def test_four_silent_flac_bombs_keep_memory_flat_and_others_served(own_server: S
             timeout=300,
         )
 
-    peak, latencies = before, []
-    with ThreadPoolExecutor(4) as pool:
-        bombs = [pool.submit(fire, i) for i in range(4)]
-        while not all(b.done() for b in bombs):
-            peak = max(peak, rss_mb(pid))
-            start = time.monotonic()
-            text = client.audio.transcriptions.create(model="whisper-1", file=short.path.open("rb")).text
-            latencies.append(time.monotonic() - start)
-            assert "forward" in text.lower()
-            peak = max(peak, rss_mb(pid))
-        results = [b.result() for b in bombs]
+    rss, done = [before], threading.Event()
+
+    def sample_rss() -> None:  # no assertion in a thread: the samples are checked below
+        while not done.wait(0.05):  # every 50 ms: a copy of the audio would show for seconds
+            rss.append(rss_mb(pid))
+
+    sampler = threading.Thread(target=sample_rss, daemon=True)
+    sampler.start()
+    latencies = []
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            bombs = [pool.submit(fire, i) for i in range(4)]
+            while not all(b.done() for b in bombs):
+                start = time.monotonic()
+                text = client.audio.transcriptions.create(model="whisper-1", file=short.path.open("rb")).text
+                latencies.append(time.monotonic() - start)
+                assert "forward" in text.lower()
+            results = [b.result() for b in bombs]
+    finally:
+        done.set()
+        sampler.join()
+    peak = max(rss)
     print(f"API RSS {before:.0f} MB before, {peak:.0f} MB at most; short clip latencies {latencies}")
     for r in results:
         assert r.status_code == 200, r.text
@@ -95,15 +119,6 @@ def test_past_the_queue_limit_requests_get_429_with_retry_after(dev_set) -> None
     clip = by_name(dev_set, "mfa_um.wav")  # 8.9 s: three fill a 30 s queue
     data = clip.path.read_bytes()
     with running_server("--max-queued-audio-s", "30", "--max-transcription-requests", "12") as srv:
-        health_ms: list[float] = []
-        stop = threading.Event()
-
-        def probe() -> None:
-            while not stop.is_set():
-                start = time.monotonic()
-                assert httpx.get(srv.base_url + "/health", timeout=5).status_code == 200
-                health_ms.append((time.monotonic() - start) * 1000)
-                time.sleep(0.02)
 
         def fire(_: int) -> httpx.Response:
             return httpx.post(
@@ -113,17 +128,28 @@ def test_past_the_queue_limit_requests_get_429_with_retry_after(dev_set) -> None
                 timeout=120,
             )
 
-        prober = threading.Thread(target=probe)
-        prober.start()
+        client = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
+        patient = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=5, timeout=120)
+        probe = HealthProbe(srv.base_url + "/health", interval_s=0.02)  # its own process, as in the benchmark
+        probe.start()
         try:
             with ThreadPoolExecutor(16) as pool:
                 responses = list(pool.map(fire, range(16)))
         finally:
-            stop.set()
-            prober.join()
+            health = probe.stop()
+        # The stock openai client sees a RateLimitError, and (with its retries) waits Retry-After and gets in.
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(lambda _: _outcome(client, clip), range(8)))
+        with ThreadPoolExecutor(6) as pool:
+            patient_outcomes = list(pool.map(lambda _: _outcome(patient, clip), range(6)))
         statuses = [r.status_code for r in responses]
         refused = [r for r in responses if r.status_code == 429]
-        print(f"statuses {sorted(statuses)}; /health max {max(health_ms):.0f} ms over {len(health_ms)} probes")
+        health_ms = sorted(s * 1000 for s in health.latencies_s)
+        p50, p99 = (health_ms[min(int(q * len(health_ms)), len(health_ms) - 1)] for q in (0.5, 0.99))
+        print(
+            f"statuses {sorted(statuses)}; /health over {len(health_ms)} probes: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+            f"max {health_ms[-1]:.1f} ms"
+        )
         assert set(statuses) <= {200, 429}, statuses
         assert refused and statuses.count(200) >= 3
         for r in refused:
@@ -132,16 +158,12 @@ def test_past_the_queue_limit_requests_get_429_with_retry_after(dev_set) -> None
             assert "retry" in error["message"]
             assert 1 <= int(r.headers["retry-after"]) <= 60
         assert all(r.json()["text"] for r in responses if r.status_code == 200)
-        assert max(health_ms) < 1000
-
-        # The stock openai client sees a RateLimitError, and (with its retries) waits Retry-After and gets in.
-        client = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
-        with ThreadPoolExecutor(8) as pool:
-            outcomes = list(pool.map(lambda _: _outcome(client, clip), range(8)))
         assert "RateLimitError" in outcomes and "ok" in outcomes
-        patient = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=5, timeout=120)
-        with ThreadPoolExecutor(6) as pool:
-            assert list(pool.map(lambda _: _outcome(patient, clip), range(6))) == ["ok"] * 6
+        assert patient_outcomes == ["ok"] * 6
+        # /health answered 200 to every probe (a 503 or a timeout is a failure), and fast, under the flood.
+        assert health.failures == 0, health.first_errors
+        assert len(health_ms) >= 50, "too few probes to say anything about /health"
+        assert p50 < HEALTH_P50_LIMIT_MS and p99 < HEALTH_P99_LIMIT_MS
 
 
 def _outcome(client: openai.OpenAI, clip: Clip) -> str:

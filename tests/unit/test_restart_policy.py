@@ -55,3 +55,13 @@ def test_a_drain_is_over_when_nothing_is_in_flight_or_its_time_is_up() -> None:
     assert drain.over(110.0)
     drain.in_flight = 1
     assert drain.over(130.0)
+
+
+def test_a_drain_that_expires_hands_its_503_to_what_is_in_flight() -> None:
+    drain = Drain(timeout_s=30.0)
+    drain.expire()  # nothing to tell yet (the engine not started): no error
+    told = []
+    drain.on_expiry = told.append
+    drain.begin(100.0)
+    drain.expire()
+    assert [(e.status_code, e.code, e.retry_after_s) for e in told] == [(503, "shutting_down", 5)]

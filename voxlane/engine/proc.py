@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 import zmq
 
-from voxlane.child import become_child
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
@@ -99,8 +98,7 @@ def _probe_thread(
 
 
 def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_level: str = "info") -> None:
-    """Process entry (multiprocessing spawn target)."""
-    become_child("voxlane-engine")
+    """The engine process's main, once ``voxlane.engine.entry.run`` has made it a child of the API process."""
     # The engine is throughput work, the API process's event loop is latency work: when both want a core,
     # the loop should win at once (on 2 cores, CTranslate2's threads otherwise delay it by tens of ms).
     os.nice(ENGINE_NICENESS)

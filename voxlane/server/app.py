@@ -58,6 +58,7 @@ def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -
                 log.error("voxlane cannot start: %s", exc)  # uvicorn's copy of the traceback is filtered out (cli.py)
                 raise
             metrics.watch(engine, executors)
+            app.state.drain.on_expiry = engine.stop_serving
             app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
             metrics.gc.install()

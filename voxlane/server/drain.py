@@ -5,9 +5,13 @@ middleware, keeps the count and answers new requests 503 once the drain has begu
 begins it on the first signal and starts uvicorn's own shutdown once ``Drain.over`` (see ``voxlane/cli.py``).
 The listening socket stays open meanwhile, so a client sees a 503 with ``Retry-After``, not a refused
 connection. ``/health`` and ``/metrics`` still answer (``/health`` with 503 and ``"status": "draining"``).
+When the drain times out with requests in flight, ``Drain.expire`` fails those waiting on the engine with
+the same 503, so that they answer it at once rather than uvicorn's bare 500 when its shutdown cancels them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -29,6 +33,9 @@ class Drain:
         """When the drain began (time.monotonic()); None while serving."""
         self.in_flight = 0
         """HTTP requests being answered, apart from /health and /metrics."""
+        self.on_expiry: Callable[[EngineUnavailable], None] | None = None
+        """Called by ``expire`` with the drain's 503 (the lifespan sets it: the engine client fails its
+        streams and stops taking work)."""
 
     @property
     def draining(self) -> bool:
@@ -42,6 +49,11 @@ class Drain:
         """True once every request in flight has finished, or the drain timeout has passed."""
         assert self.began_at is not None
         return self.in_flight == 0 or now - self.began_at >= self.timeout_s
+
+    def expire(self) -> None:
+        """The drain timed out with requests in flight: have them answer the drain's 503 now."""
+        if self.on_expiry is not None:
+            self.on_expiry(self.refusal())
 
     def refusal(self) -> EngineUnavailable:
         return EngineUnavailable(

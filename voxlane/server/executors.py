@@ -205,14 +205,14 @@ def _process_pool(workers: int, name: str, blas_threads: int, *modules: str) -> 
         workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_init_worker_process,
-        initargs=(name, blas_threads, modules),
+        initargs=(name, os.getpid(), blas_threads, modules),
     )
 
 
-def _init_worker_process(name: str, blas_threads: int, modules: tuple[str, ...]) -> None:
+def _init_worker_process(name: str, parent_pid: int, blas_threads: int, modules: tuple[str, ...]) -> None:
     """Per worker process: a named child that dies with the API process, lower priority, numpy's BLAS
     threads as in the API process, and the heavy imports before the first job, not during it."""
-    become_child(name)
+    become_child(name, parent_pid)
     _lower_priority()
     limit_blas_threads(blas_threads)
     _import_modules(*modules)

@@ -68,6 +68,8 @@ class EngineClient:
         self.state: EngineState = "starting"
         self.failure: str | None = None
         """Why the engine is not serving: the last death, or why the server gave up on it."""
+        self.refusal: EngineUnavailable | None = None
+        """Once the server has stopped serving (``stop_serving``): the 503 for any work still coming."""
         self.restarts = 0
         """Engine processes started after the first one died."""
         self.policy = RestartPolicy.from_config(config)
@@ -116,6 +118,14 @@ class EngineClient:
         self._fail_all(EngineUnavailable("the server is shutting down"))
         self.socket.close()
 
+    def stop_serving(self, error: EngineUnavailable) -> None:
+        """The server is closing with requests in flight (its drain timed out): fail every open stream with
+        ``error``, and any work still coming, so that each request answers it now (a 503 with the server's
+        reason) instead of being cut off by the shutdown. The engine process itself stops in ``close``."""
+        self.state = "stopped"
+        self.refusal = error
+        self._fail_all(error)
+
     @property
     def healthy(self) -> bool:
         return self.state == "ready" and self.process.alive
@@ -132,7 +142,7 @@ class EngineClient:
                 "the server needs restarting (see its log)"
             )
         if self.state == "stopped":
-            return EngineUnavailable("the server is shutting down")
+            return self.refusal or EngineUnavailable("the server is shutting down")
         retry_s = self.retry_after_s()
         what = "restarting" if self.state == "restarting" else "not running"
         why = self.failure or ("starting" if self.state == "starting" else "it has just stopped")

@@ -1,15 +1,15 @@
 """EngineProcess: starts the engine process, watches that it lives, and stops it; RestartPolicy: when a dead
 engine is started again, and when the server stops trying.
 
-The process entry (``voxlane.engine.proc.run_engine``) is imported only when the process is spawned:
-it pulls in the engine core and its runners, which the API process must never load (the spawned child
-imports them itself).
+The process entry (``voxlane.engine.entry.run``) imports nothing heavy: the spawned child asks for
+PR_SET_PDEATHSIG first, then imports the engine core and its runners, which the API process never loads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -29,12 +29,12 @@ class EngineProcess:
     def start(self) -> None:
         """Spawn the engine. Call it on the event loop's thread: the child's PR_SET_PDEATHSIG fires when the
         thread that started it ends, so a worker thread's child would die with that thread."""
-        from voxlane.engine.proc import run_engine
+        from voxlane.engine import entry
 
         ctx = multiprocessing.get_context("spawn")
         self._process = ctx.Process(
-            target=run_engine,
-            args=(self.config.engine, self.input_addr, self.output_addr, self.config.log_level),
+            target=entry.run,
+            args=(os.getpid(), self.config.engine, self.input_addr, self.output_addr, self.config.log_level),
             name="voxlane-engine",
             daemon=True,
         )
