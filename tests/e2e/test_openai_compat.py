@@ -3,6 +3,8 @@ token log-probabilities, token usage at the end of a stream, keywords, the voice
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import io
 import json
 import statistics
@@ -160,3 +162,130 @@ def test_every_sdk_field_is_implemented_or_listed_as_ignored() -> None:
     unexplained = sorted(f for f, (status, why) in rows.items() if status != "yes" and not why.strip())
     assert not unexplained, f"fields listed as not implemented without a reason: {unexplained}"
     print(json.dumps({f: s for f, (s, _) in sorted(rows.items())}, indent=0))
+
+
+# --- realtime: OpenAI's GA transcription session ------------------------------------------------
+
+
+def _ulaw(pcm: np.ndarray) -> bytes:
+    """int16 samples as G.711 mu-law bytes: each sample's nearest code (the server's table, inverted)."""
+    from voxlane.audio.live import G711
+
+    table = G711["pcmu"].astype(np.int32)
+    order = np.argsort(table)
+    at = np.clip(np.searchsorted(table[order], pcm.astype(np.int32)), 1, 255)
+    below, above = order[at - 1], order[at]
+    nearer = np.where(np.abs(table[below] - pcm) <= np.abs(table[above] - pcm), below, order[at])
+    return nearer.astype(np.uint8).tobytes()
+
+
+def _clip_pcm(path: Path, rate: int) -> np.ndarray:
+    from voxlane.audio.decode import decode_audio
+    from voxlane.audio.resample import resamplers
+
+    samples = decode_audio(path.read_bytes(), 600.0).samples
+    return (np.clip(resamplers.resample(samples, 16000, rate), -1, 1) * 32767).astype(np.int16)
+
+
+async def _events_until(ws, last: str, timeout_s: float = 60.0) -> list[dict]:
+    seen = []
+    async with asyncio.timeout(timeout_s):
+        while True:
+            seen.append(json.loads(await ws.recv()))
+            if seen[-1]["type"] == "error":
+                pytest.fail(f"error event: {seen[-1]['error']}")
+            if seen[-1]["type"] == last:
+                return seen
+
+
+def _ws_url(server: ServerProcess) -> str:
+    return server.base_url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+
+
+async def _session(server: ServerProcess, update: dict, chunks: list[bytes], last: str | None) -> list[dict]:
+    """Events of a session that takes ``update``, then the chunks, then a commit, up to ``last`` (None: only
+    what the update is answered with)."""
+    import websockets
+
+    async with websockets.connect(_ws_url(server)) as ws:
+        await _events_until(ws, "session.created")
+        await ws.send(json.dumps({"type": "session.update", "session": {"type": "transcription", **update}}))
+        seen = await _events_until(ws, "session.updated")
+        if last is None:
+            return seen
+        for chunk in chunks:
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}))
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        return seen + await _events_until(ws, last)
+
+
+def test_realtime_takes_g711_mu_law_and_returns_logprobs_and_ga_item_events(server: ServerProcess) -> None:
+    pcm = _clip_pcm(CLEAN, 8000)
+    ulaw = _ulaw(pcm)
+    update = {
+        "audio": {"input": {"format": {"type": "audio/pcmu"}, "turn_detection": None}},
+        "include": ["item.input_audio_transcription.logprobs"],
+    }
+    chunks = [ulaw[i : i + 800] for i in range(0, len(ulaw), 800)]  # 0.1 s each
+    events = asyncio.run(_session(server, update, chunks, "conversation.item.done"))
+    session = next(e for e in events if e["type"] == "session.updated")["session"]
+    assert session["audio"]["input"]["format"] == {"type": "audio/pcmu"}
+    assert session["include"] == ["item.input_audio_transcription.logprobs"]
+    types = [e["type"] for e in events]
+    committed = types.index("input_audio_buffer.committed")
+    assert types[committed + 1] == "conversation.item.added"
+    completed = next(e for e in events if e["type"] == "conversation.item.input_audio_transcription.completed")
+    assert "rainbow" in completed["transcript"].lower()  # 8 kHz telephone audio, read
+    assert "".join(t["token"] for t in completed["logprobs"]).strip() == completed["transcript"]
+    assert statistics.mean(t["logprob"] for t in completed["logprobs"]) > -1.0
+    done = events[-1]
+    assert (
+        done["item"]["id"] == completed["item_id"]
+        and done["item"]["content"][0]["transcript"] == completed["transcript"]
+    )
+    assert types.index("conversation.item.done") > types.index("conversation.item.input_audio_transcription.completed")
+
+
+def test_realtime_semantic_vad_waits_the_silence_its_eagerness_names(server: ServerProcess) -> None:
+    """eagerness low waits 1.2 s of silence before it ends a turn, high 0.3 s (server/realtime/events.py):
+    after 0.8 s of silence a low-eagerness turn is still open, a high-eagerness one has ended."""
+    speech = _clip_pcm(CLEAN, 24000)
+    silence = np.zeros(int(0.8 * 24000), dtype=np.int16)
+    audio = np.concatenate([speech, silence]).astype("<i2").tobytes()
+    chunks = [audio[i : i + 4800] for i in range(0, len(audio), 4800)]
+
+    def run(eagerness: str) -> list[dict]:
+        update = {"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": eagerness}}}}
+
+        async def go() -> list[dict]:
+            import websockets
+
+            async with websockets.connect(_ws_url(server)) as ws:
+                await _events_until(ws, "session.created")
+                await ws.send(json.dumps({"type": "session.update", "session": {"type": "transcription", **update}}))
+                seen = await _events_until(ws, "session.updated")
+                for chunk in chunks:
+                    await ws.send(
+                        json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()})
+                    )
+                # The server answers every append in order: a clear after the audio is answered after it, so
+                # every speech event the audio caused has been sent before 'cleared'.
+                await ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
+                return seen + await _events_until(ws, "input_audio_buffer.cleared")
+
+        return asyncio.run(go())
+
+    high, low = run("high"), run("low")
+    assert high[0]["session"]["audio"]["input"]["turn_detection"] == {"type": "semantic_vad", "eagerness": "high"}
+    assert "input_audio_buffer.speech_stopped" in [e["type"] for e in high]
+    low_types = [e["type"] for e in low]
+    assert "input_audio_buffer.speech_started" in low_types and "input_audio_buffer.speech_stopped" not in low_types
+
+
+def test_realtime_noise_reduction_is_accepted_and_echoed(server: ServerProcess) -> None:
+    from voxlane.server.realtime.events import NOISE_REDUCTION_APPLIED
+
+    update = {"audio": {"input": {"noise_reduction": {"type": "far_field"}, "turn_detection": None}}}
+    events = asyncio.run(_session(server, update, [], None))
+    echoed = events[0]["session"]["audio"]["input"]["noise_reduction"]
+    assert echoed == {"type": "far_field", "applied": NOISE_REDUCTION_APPLIED}

@@ -282,7 +282,7 @@ def test_bad_events_get_error_events_and_the_session_goes_on(server: ServerProce
                 json.dumps(
                     {
                         "type": "session.update",
-                        "session": {"type": "transcription", "audio": {"input": {"format": {"type": "audio/pcmu"}}}},
+                        "session": {"type": "transcription", "audio": {"input": {"format": {"type": "audio/mp3"}}}},
                     }
                 ),
                 json.dumps(
@@ -290,7 +290,7 @@ def test_bad_events_get_error_events_and_the_session_goes_on(server: ServerProce
                         "type": "session.update",
                         "session": {
                             "type": "transcription",
-                            "audio": {"input": {"turn_detection": {"type": "semantic_vad"}}},
+                            "audio": {"input": {"turn_detection": {"type": "speaker_change"}}},
                         },
                     }
                 ),

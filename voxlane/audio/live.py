@@ -36,8 +36,11 @@ from voxlane.text.repeats import plain_words
 PAUSE_MS = 200
 """Quiet after which a turn's final decode starts (when ``silence_duration_ms`` is longer than this): Silero
 scores the end of a word a frame or two late, so the audio to this point holds the turn's last word."""
-INPUT_RATES = (24000, 16000)
-"""pcm16 sample rates a session accepts: OpenAI's 24 kHz, and 16 kHz (Whisper's own, no resampling)."""
+INPUT_RATES = (24000, 16000, 8000)
+"""Sample rates a session accepts: pcm16 at OpenAI's 24 kHz or 16 kHz (Whisper's own, no resampling); G.711
+(``audio/pcmu``, ``audio/pcma``) at its 8 kHz."""
+ENCODINGS = ("pcm16", "pcmu", "pcma")
+"""16-bit little-endian PCM; G.711 mu-law and A-law, one byte a sample (telephony)."""
 
 
 class BadAudio(ValueError):
@@ -53,6 +56,35 @@ def decode_pcm16(audio_b64: str) -> np.ndarray:
     if len(raw) % 2:
         raise BadAudio(f"'audio' holds {len(raw)} bytes, an odd number; pcm16 has 2 bytes per sample")
     return np.frombuffer(raw, dtype="<i2")
+
+
+def _g711_tables() -> dict[str, np.ndarray]:
+    """Each G.711 byte's 16-bit sample (ITU-T G.711: the byte is stored inverted, mu-law all bits, A-law the
+    even ones)."""
+    codes = np.arange(256, dtype=np.int32)
+    u = ~codes & 0xFF
+    mantissa, exponent = u & 0x0F, (u >> 4) & 0x07
+    mu = (((mantissa << 3) + 0x84) << exponent) - 0x84
+    mu = np.where(u & 0x80, -mu, mu)
+    a = codes ^ 0x55
+    mantissa, exponent = a & 0x0F, (a >> 4) & 0x07
+    alaw = np.where(exponent == 0, (mantissa << 4) + 8, ((mantissa << 4) + 0x108) << np.maximum(exponent - 1, 0))
+    alaw = np.where(a & 0x80, alaw, -alaw)
+    return {"pcmu": mu.astype(np.int16), "pcma": alaw.astype(np.int16)}
+
+
+G711 = _g711_tables()
+
+
+def decode_chunk(audio_b64: str, encoding: str) -> np.ndarray:
+    """A chunk's base64 text in ``encoding`` -> its int16 samples."""
+    if encoding == "pcm16":
+        return decode_pcm16(audio_b64)
+    try:
+        raw = base64.b64decode(audio_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadAudio(f"'audio' is not valid base64; send base64 of G.711 bytes ({encoding})") from None
+    return G711[encoding][np.frombuffer(raw, dtype=np.uint8)]
 
 
 @dataclass(frozen=True)
@@ -149,17 +181,20 @@ class Fed:
 class LiveInput:
     """One session's audio front end. Not thread-safe: one ``feed`` at a time, in order."""
 
-    def __init__(self, input_rate: int, turn_detection: VadOptions | None, origin: int = 0) -> None:
-        if input_rate not in INPUT_RATES:
-            raise ValueError(f"input rate {input_rate} is not one of {INPUT_RATES}")
+    def __init__(
+        self, input_rate: int, turn_detection: VadOptions | None, origin: int = 0, encoding: str = "pcm16"
+    ) -> None:
+        if input_rate not in INPUT_RATES or encoding not in ENCODINGS:
+            raise ValueError(f"input {encoding} at {input_rate} Hz is not one of {ENCODINGS} at {INPUT_RATES}")
         self.input_rate = input_rate
+        self.encoding = encoding
         self._stack = ExitStack()
         self._resample = self._stack.enter_context(resamplers.stream(input_rate, SAMPLE_RATE))
         self.turns = TurnDetector(turn_detection, origin) if turn_detection is not None else None
         self._vad = StreamingVad() if turn_detection is not None else None
 
     def feed(self, audio_b64: str) -> Fed:
-        pcm = decode_pcm16(audio_b64)
+        pcm = decode_chunk(audio_b64, self.encoding)
         samples = pcm.astype(np.float32) / 32768.0
         if self.input_rate != SAMPLE_RATE:
             samples = np.asarray(self._resample(samples, False), dtype=np.float32)

@@ -44,12 +44,14 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from voxlane.audio.denoise import spectral_gate
 from voxlane.audio.live import SAMPLE_RATE, BadAudio, LiveInput, partial_features, unsent
 from voxlane.audio.pipeline import window_features
 from voxlane.audio.split import quietest_point
 from voxlane.errors import InvalidRequest, QueueFull, VoxlaneError
-from voxlane.messages import TranscribeOptions, WindowRequest
+from voxlane.messages import Segment, TranscribeOptions, WindowRequest
 from voxlane.server.realtime.events import (
+    NOISE_REDUCTION_APPLIED,
     SessionSettings,
     Shape,
     apply_update,
@@ -141,7 +143,7 @@ class RealtimeSession:
         self.id = new_id("sess")
         self.settings = SessionSettings()
         self.shape: Shape = "ga"
-        self.live = LiveInput(self.settings.rate, self.settings.turn_detection)
+        self.live = LiveInput(self.settings.rate, self.settings.turn_detection, encoding=self.settings.encoding)
         self._pcm: list[np.ndarray] = []
         self._pcm_start = 0
         """Session sample of the first kept sample (older audio is let go)."""
@@ -239,11 +241,14 @@ class RealtimeSession:
 
     async def _update(self, event: dict[str, Any]) -> None:
         settings, shape = apply_update(self.settings, event)
-        if (settings.rate, settings.turn_detection) != (self.settings.rate, self.settings.turn_detection):
+        heard = (settings.rate, settings.encoding, settings.turn_detection)
+        if heard != (self.settings.rate, self.settings.encoding, self.settings.turn_detection):
             if self.turn is not None and self.settings.turn_detection is not None and settings.turn_detection is None:
                 await self._commit()  # turning VAD off commits the turn it had open
             self.live.close()
-            self.live = LiveInput(settings.rate, settings.turn_detection, origin=self.received)
+            self.live = LiveInput(
+                settings.rate, settings.turn_detection, origin=self.received, encoding=settings.encoding
+            )
         self.settings, self.shape = settings, shape
         kind = "transcription_session.updated" if shape == "beta" else "session.updated"
         await self.send({"type": kind, "event_id": new_id("event"), "session": self._session()})
@@ -251,8 +256,9 @@ class RealtimeSession:
     async def _append(self, event: dict[str, Any]) -> None:
         audio = event.get("audio")
         if not isinstance(audio, str):
-            raise InvalidRequest("missing 'audio': send base64 of pcm16 audio", param="audio")
-        seconds = len(audio) * 3 / 4 / 2 / self.settings.rate
+            raise InvalidRequest(f"missing 'audio': send base64 of {self.settings.encoding} audio", param="audio")
+        bytes_per_sample = 2 if self.settings.encoding == "pcm16" else 1  # G.711: a byte a sample
+        seconds = len(audio) * 3 / 4 / bytes_per_sample / self.settings.rate
         now = time.monotonic()
         if self._first_audio_at is None:
             self._first_audio_at = now
@@ -377,6 +383,14 @@ class RealtimeSession:
                 "previous_item_id": turn.previous_item_id,
             }
         )
+        await self.send(
+            {
+                "type": "conversation.item.added" if self.shape == "ga" else "conversation.item.created",
+                "event_id": new_id("event"),
+                "previous_item_id": turn.previous_item_id,
+                "item": _item(turn.item_id, "in_progress", None),
+            }
+        )
         self._last_item_id = turn.item_id
         previous = self._completion
         self._completion = self._spawn(self._complete(turn, previous))
@@ -452,6 +466,7 @@ class RealtimeSession:
             )
             return
         transcript = " ".join(t.strip() for t in texts if t.strip())
+        logprobs = [lp for t in texts for lp in getattr(t, "logprobs", None) or []] if self.settings.logprobs else None
         rest = unsent(_words(transcript), turn.sent)
         end = turn.pieces[-1].end if turn.pieces else turn.start
         if rest:
@@ -463,12 +478,21 @@ class RealtimeSession:
                 "item_id": turn.item_id,
                 "content_index": 0,
                 "transcript": transcript,
-                "logprobs": None,
+                "logprobs": logprobs,
                 "usage": {"type": "duration", "seconds": round((end - turn.start) / SAMPLE_RATE, 3)},
                 "audio_start_ms": _ms(turn.start),  # voxlane: where the turn's audio lies in the session
                 "audio_end_ms": _ms(end),
             }
         )
+        if self.shape == "ga":
+            await self.send(
+                {
+                    "type": "conversation.item.done",
+                    "event_id": new_id("event"),
+                    "previous_item_id": turn.previous_item_id,
+                    "item": _item(turn.item_id, "completed", transcript),
+                }
+            )
         metrics = self.state.metrics
         metrics.realtime_turns.inc()
         metrics.audio_seconds.inc((end - turn.start) / SAMPLE_RATE)
@@ -570,6 +594,8 @@ class RealtimeSession:
         offset_s = start / SAMPLE_RATE
         speech = None
         asked = time.monotonic()
+        if self.settings.noise_reduction and NOISE_REDUCTION_APPLIED:
+            pcm = await self.state.executors.run("live", gate_pcm16, pcm, self.settings.noise_reduction)
         if partial:
             features, n_frames = await self.state.executors.run("live", partial_features, pcm, n_mels)
         else:
@@ -580,6 +606,7 @@ class RealtimeSession:
             prompt=self.settings.prompt,
             prefix=prefix,
             beam_size=1 if partial else self.config.realtime_beam_size or None,
+            logprobs=self.settings.logprobs and not partial,
         )
         request_id = f"rt-{uuid.uuid4().hex}"
         async with engine.request(request_id, [duration_s]) as stream:
@@ -612,7 +639,7 @@ class RealtimeSession:
                 segments = result.segments
                 if partial:  # a loop on features cut short repeats itself at the very end of the audio
                     segments = [s for s in segments if s.start < offset_s + duration_s - 0.3]
-                return "".join(s.text for s in segments).strip()
+                return Transcript.of(segments)
         return ""
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -661,6 +688,40 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
     """Done callback of a task no one may await (a dropped pause decode): mark its error as seen."""
     if not task.cancelled():
         task.exception()
+
+
+class Transcript(str):
+    """A decode's text, with its tokens' log-probabilities (OpenAI's ``logprobs`` entries) when the session
+    asked for them (``include``); a piece's text task holds one, and the turn's final event joins them."""
+
+    logprobs: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def of(cls, segments: list[Segment]) -> Transcript:
+        text = cls("".join(s.text for s in segments).strip())
+        if any(s.logprobs is not None for s in segments):
+            text.logprobs = [
+                {"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for s in segments for t in s.logprobs or []
+            ]
+        return text
+
+
+def _item(item_id: str, status: str, transcript: str | None) -> dict[str, Any]:
+    """The user's audio message that a turn becomes (OpenAI's conversation item)."""
+    return {
+        "id": item_id,
+        "object": "realtime.item",
+        "type": "message",
+        "status": status,
+        "role": "user",
+        "content": [{"type": "input_audio", "transcript": transcript}],
+    }
+
+
+def gate_pcm16(pcm: np.ndarray, strength: str) -> np.ndarray:
+    """``pcm`` (int16) through the spectral gate (audio/denoise.py)."""
+    gated = spectral_gate(pcm.astype(np.float32) / 32768.0, strength)
+    return np.clip(np.round(gated * 32768.0), -32768, 32767).astype(np.int16)
 
 
 def _ms(sample: int) -> int:
