@@ -87,7 +87,7 @@ CASES = {
     "0.05 s of audio": (lambda d: {"file": ("a.wav", tone_wav(16000, 0.05))}, {}, 400, ["0.050 s", "at least 0.1 s"]),
     "prompt over 4096 characters": (
         lambda d: {"file": ("a.wav", wav_bytes(16000))},
-        {"prompt": "a" * 4097},
+        {"prompt": "word " * 820},  # 4100 characters
         400,
         ["'prompt'", "4096 characters"],
     ),
