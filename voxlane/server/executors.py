@@ -123,9 +123,10 @@ class Executors:
         self, pool: PoolName, fn: Callable[..., T], *args: Any, on_abandon: Callable[[], None] | None = None
     ) -> T:
         """Run ``fn(*args)`` on the named pool. If the awaiting task is cancelled before the job starts,
-        the job never starts (asyncio cancels the pool's future); if it is cancelled while the job runs,
-        ``on_abandon`` is called once the job has ended (on the pool's thread), for what the job leaves
-        that nobody will take (its blocks of shared memory). A process pool whose worker died is replaced,
+        the job never starts (the pool's future is cancelled in the same tick as the task, so a worker
+        that frees up meanwhile skips it); if it is cancelled while the job runs, ``on_abandon`` is called
+        once the job has ended (on the pool's thread), for what the job leaves that nobody will take (its
+        blocks of shared memory). A process pool whose worker died is replaced,
         and the jobs it took down fail with ``BrokenProcessPool``; later jobs run."""
         return await self._run(pool, fn, *args, on_abandon=on_abandon)
 
