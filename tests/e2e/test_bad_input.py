@@ -4,12 +4,14 @@ next good request still succeeds."""
 from __future__ import annotations
 
 import struct
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
 import pytest
 
 from tests.conftest import Clip
+from tests.wer import normalise
 
 
 def wav_bytes(rate: int, seconds: float = 1.0, declared_data_len: int | None = None) -> bytes:
@@ -26,6 +28,14 @@ def wav_bytes(rate: int, seconds: float = 1.0, declared_data_len: int | None = N
         + struct.pack("<I", data_len)
     )
     return header + pcm
+
+
+def tone_wav(rate: int, seconds: float) -> bytes:
+    """A 16-bit mono WAV of a 440 Hz tone, ``seconds`` long at ``rate``."""
+    n = round(rate * seconds)
+    pcm = (np.sin(2 * np.pi * 440 * np.arange(n) / rate) * 8000).astype("<i2").tobytes()
+    fmt = struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+    return b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVEfmt " + fmt + b"data" + struct.pack("<I", len(pcm)) + pcm
 
 
 def post(server, files=None, data=None) -> httpx.Response:
@@ -66,6 +76,20 @@ CASES = {
         {},
         400,
         ["1000000000 Hz", "re-encode"],
+    ),
+    "wav at 999 Hz": (lambda d: {"file": ("a.wav", tone_wav(999, 1.0))}, {}, 400, ["999 Hz", "1000 to 768000"]),
+    "wav at 768001 Hz": (
+        lambda d: {"file": ("a.wav", tone_wav(768001, 0.2))},
+        {},
+        400,
+        ["768001 Hz", "1000 to 768000", "re-encode"],
+    ),
+    "0.05 s of audio": (lambda d: {"file": ("a.wav", tone_wav(16000, 0.05))}, {}, 400, ["0.050 s", "at least 0.1 s"]),
+    "prompt over 4096 characters": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"prompt": "word " * 820},  # 4100 characters
+        400,
+        ["'prompt'", "4096 characters"],
     ),
     "missing file": (lambda d: None, {}, 400, ["missing 'file'"]),
     "unknown model": (
@@ -127,10 +151,40 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+CODES = {"truncated mp3": "audio_too_short", "0.05 s of audio": "audio_too_short"}
+"""The OpenAI error ``code`` some cases must carry."""
+
+
+@pytest.mark.parametrize("case", sorted(CASES), ids=lambda case: case.replace(" ", "-"))
 def test_bad_input_gets_a_clear_4xx(server, dev_set, case: str) -> None:
     make_files, data, status, words = CASES[case]
-    assert_error(post(server, make_files(dev_set), data), status, *words)
+    error = assert_error(post(server, make_files(dev_set), data), status, *words)
+    if case in CODES:
+        assert error["code"] == CODES[case]
+
+
+@pytest.mark.parametrize(("rate", "seconds"), [(1000, 1.0), (768000, 0.2)])
+def test_sample_rates_at_the_documented_limits_are_read(server, rate: int, seconds: float) -> None:
+    response = post(server, {"file": ("a.wav", tone_wav(rate, seconds))}, {"response_format": "verbose_json"})
+    assert response.status_code == 200, response.text
+    assert abs(response.json()["duration"] - seconds) < 0.01
+
+
+def test_prompt_of_4096_characters_is_taken(server) -> None:
+    response = post(server, {"file": ("a.wav", wav_bytes(16000))}, {"prompt": "word " * 819 + "a"})
+    assert response.status_code == 200, response.text
+
+
+def test_file_with_a_cut_off_tail_is_transcribed_up_to_the_cut(server, dev_set) -> None:
+    clip = next(c for c in dev_set if c.path.name == "vctk_p225_020.opus")
+    data = clip.path.read_bytes()
+    response = post(
+        server, {"file": ("a.opus", data[: len(data) * 6 // 10])}, {"response_format": "verbose_json"}
+    )  # the last 40% of the bytes cut off, mid-page
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert clip.duration_s * 0.4 < body["duration"] < clip.duration_s * 0.8, body["duration"]
+    assert normalise(body["text"]).startswith("many complicated"), body["text"]
 
 
 def test_oversize_upload_gets_413(server) -> None:
@@ -160,10 +214,17 @@ def test_unknown_route_is_openai_json(server) -> None:
     assert_error(httpx.get(server.base_url + "/v1/nothing-here", timeout=10), 404, "no route")
 
 
-def test_server_still_serves_after_bad_input(server, client, dev_set) -> None:
-    for case in sorted(CASES):
+def test_server_still_serves_after_bad_input_sent_at_once(server, client, dev_set) -> None:
+    # Every case at once, twice over: each still gets its own status and OpenAI error JSON.
+    def send(case: str) -> tuple[str, httpx.Response]:
         make_files, data, _, _ = CASES[case]
-        post(server, make_files(dev_set), data)
-    assert httpx.get(server.base_url + "/health").status_code == 200
+        return case, post(server, make_files(dev_set), data)
+
+    with ThreadPoolExecutor(len(CASES)) as pool:
+        answers = list(pool.map(send, sorted(CASES) * 2))
+    for case, response in answers:
+        _, _, status, words = CASES[case]
+        assert_error(response, status, *words)
+    assert httpx.get(server.base_url + "/health", timeout=10).status_code == 200
     clip = next(c for c in dev_set if c.path.name == "cmu_goforward.wav")
     assert "forward" in client.audio.transcriptions.create(model="whisper-1", file=clip.path.open("rb")).text.lower()

@@ -1,11 +1,14 @@
-"""The engine supervisor: kill -9 the engine under load; every request ends (200 or 503 with Retry-After),
+"""The engine supervisor: kill -9 the engine under load; every request ends (200 or 503 with Retry-After;
+a speech stream that had started ends early, as an error the client can see, and is counted),
 a new engine serves within its load time, and /health and /metrics count the restart. A crash loop stops
 the restarts and says so."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
@@ -37,6 +40,29 @@ def wait_health(server: ServerProcess, status: str, timeout_s: float, reason: st
         time.sleep(0.05)
 
 
+SPEECH = " ".join(["This long speech is still being made when the engine is killed."] * 40)
+
+
+def speak_through_the_kill(server: ServerProcess, sse: bool, first: threading.Event, out: dict) -> None:
+    """Stream long speech (raw pcm, or server-sent events); set ``first`` at its first audio; record in ``out``
+    the status, the bytes or events received, and the error the stream ended with."""
+    body = {"model": "piper", "voice": "alloy", "input": SPEECH, "response_format": "pcm"}
+    if sse:
+        body["stream_format"] = "sse"
+    out.update(received=[], error=None)
+    try:
+        with httpx.stream("POST", server.base_url + "/v1/audio/speech", json=body, timeout=120) as r:
+            out["status"] = r.status_code
+            for part in r.iter_lines() if sse else r.iter_bytes():
+                if part:
+                    out["received"].append(json.loads(part.removeprefix("data: ")) if sse else part)
+                    first.set()
+    except httpx.HTTPError as exc:
+        out["error"] = exc
+    finally:
+        first.set()
+
+
 @pytest.fixture()
 def started() -> Iterator[tuple[ServerProcess, float]]:
     """A fresh server, and how long it took to answer /health 200 (an upper bound of the model load time)."""
@@ -51,6 +77,14 @@ def test_kill_9_of_the_engine_under_load_recovers(started: tuple[ServerProcess, 
     server, startup_s = started
     clip = next(c for c in dev_set if c.path.name == "mfa_um.wav")
     first_engine = engine_pid(server)
+    # Two speech streams playing when the engine dies: each has had audio, so each can only end early.
+    speech = {"raw": {}, "sse": {}}
+    speakers = []
+    for kind, out in speech.items():
+        first = threading.Event()
+        speakers.append(threading.Thread(target=speak_through_the_kill, args=(server, kind == "sse", first, out)))
+        speakers[-1].start()
+        assert first.wait(60) and out["received"], out
     results: list = []
     # Short clips that may finish before the kill, long ones that cannot (client timeout 120 s: a hang fails).
     threads = fire(server, clip, 4, results) + fire(server, long_clip(dev_set), 4, results)
@@ -75,6 +109,16 @@ def test_kill_9_of_the_engine_under_load_recovers(started: tuple[ServerProcess, 
     for t in threads:  # 10 s: at once, where a hang would take the client's 120 s
         t.join(max(0.0, killed_at + 10 - time.monotonic()))
     assert len(results) == 8, "a request was not answered within 10 s of the engine's death"
+    for t in speakers:
+        t.join(max(0.0, killed_at + 10 - time.monotonic()))
+    # A raw stream that fails after its first byte is cut off: the client sees a truncated body. An event
+    # stream ends with one error event in OpenAI's error shape. Both count as stream errors.
+    assert speech["raw"]["status"] == 200 and isinstance(speech["raw"]["error"], httpx.RemoteProtocolError), speech
+    events = speech["sse"]["received"]
+    assert speech["sse"]["status"] == 200 and speech["sse"]["error"] is None
+    assert events[0]["type"] == "speech.audio.delta" and events[-1]["type"] == "error", events[-1]
+    assert set(events[-1]["error"]) == {"message", "type", "param", "code"}
+    assert metric(httpx.get(server.base_url + "/metrics").text, "voxlane_stream_errors_total") == 2
     assert sum(isinstance(r, httpx.Response) and r.status_code == 503 for r in results) >= 4
     for r in results:
         assert isinstance(r, httpx.Response), r

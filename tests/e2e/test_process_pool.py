@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 
 import httpx
 
@@ -17,6 +18,19 @@ def _blocks(pid: int) -> list[str]:
     return [p.name for p in shared.SHM_DIR.glob(f"voxlane-{pid}-*")]
 
 
+def _audio_workers(pid: int) -> dict[int, int]:
+    """The server's child processes named voxlane-audio (voxlane/child.py), each with the CPU time it has
+    used (utime + stime, in clock ticks)."""
+    workers = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            comm = (stat.parent / "comm").read_text().strip()
+            fields = stat.read_text().rpartition(")")[2].split()  # after the name, which may hold spaces
+            if comm == "voxlane-audio" and int(fields[1]) == pid:
+                workers[int(stat.parent.name)] = int(fields[11]) + int(fields[12])
+    return workers
+
+
 def _until_no_blocks(pid: int, timeout_s: float = 30.0) -> list[str]:
     deadline = time.monotonic() + timeout_s
     while (left := _blocks(pid)) and time.monotonic() < deadline:
@@ -26,6 +40,10 @@ def _until_no_blocks(pid: int, timeout_s: float = 30.0) -> list[str]:
 
 def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
     with running_server("--audio-preprocess-pool", "process", "--audio-preprocess-workers", "2") as srv:
+        # The audio work runs in worker processes of the server, not in its own threads (the pool starts
+        # its processes as jobs come, up to the two asked for; warming up started one).
+        before = _audio_workers(srv.proc.pid)
+        assert 1 <= len(before) <= 2, before
         short = next(c for c in dev_set if c.path.name == "cmu_goforward.wav")
         r = httpx.post(
             srv.base_url + "/v1/audio/transcriptions",
@@ -44,6 +62,11 @@ def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
         )
         assert r.status_code == 200, r.text
         assert abs(r.json()["duration"] - long.duration_s) < 0.05
+        # Decoding, resampling and features of minutes of audio took ~0.2 s of CPU in those processes on
+        # the 2-core machine (a tick is 10 ms); more than 20 ms holds on a machine several times faster.
+        after = _audio_workers(srv.proc.pid)
+        assert before.keys() <= after.keys() and len(after) <= 2, (before, after)
+        assert sum(after.values()) - sum(before.values()) > 2, (before, after)
         assert httpx.get(srv.base_url + "/v1/audio/voices", timeout=10).status_code == 200
 
         # Every upload, every window's samples and features went through shared memory; none through

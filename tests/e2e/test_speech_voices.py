@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -47,18 +48,39 @@ def voice_server(data_dir: Path):
         yield srv
 
 
+def _loads(log_path: Path, voice: str) -> tuple[int, int]:
+    """How often the engine logged loading and unloading the uploaded voice ``voice`` (runners/piper.py)."""
+    log = log_path.read_text(errors="replace")
+    path = rf"\S*/voices/{voice}\.[0-9a-f]+/model\.onnx"
+    return len(re.findall(rf"(?<!un)loading voice {path}", log)), len(re.findall(rf"unloading voice {path}", log))
+
+
 def test_upload_list_use_delete_and_restart(data_dir: Path) -> None:
-    srv = ServerProcess("--data-dir", str(data_dir / "restart"))
+    # One speech slot (no solo session) keeping one voice loaded: each change of voice unloads the other.
+    flags = ("--tts-max-loaded-voices", "1", "--tts-slots", "1", "--tts-solo-threads", "1", "--log-level", "info")
+    voices_dir = data_dir / "restart" / "voices"
+    srv = ServerProcess("--data-dir", str(data_dir / "restart"), *flags)
     try:
         srv.wait_ready()
         response = upload(srv.base_url, "kept")
         assert response.status_code == 201, response.text
         assert upload(srv.base_url, "gone").status_code == 201
         assert voice_ids(srv.base_url) == ["joe", "gone", "kept"]
-        assert len(speak(srv.base_url, "kept").content) > 24000
+        assert len(speak(srv.base_url, "kept", "Kept speaks first.").content) > 24000
+        # --tts-max-loaded-voices 1: joe's turn unloads kept, so kept's next turn loads it again.
+        assert _loads(srv.log_path, "kept") == (1, 0)
+        assert speak(srv.base_url, "alloy", "Joe speaks now.").status_code == 200
+        assert speak(srv.base_url, "kept", "And kept again.").status_code == 200
+        assert _loads(srv.log_path, "kept") == (2, 1)
+
         deleted = httpx.delete(srv.base_url + "/v1/audio/voices/gone")
         assert deleted.status_code == 200 and deleted.json()["deleted"] is True
-        assert speak(srv.base_url, "gone").status_code == 400
+        # Gone from the running server: its list, its voice lookup, its index file and its files.
+        assert voice_ids(srv.base_url) == ["joe", "kept"]
+        refused = speak(srv.base_url, "gone")
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "voice_not_found"
+        assert set(json.loads((voices_dir / "voices.json").read_text())) == {"kept"}
+        assert [p.parent.name.split(".")[0] for p in voices_dir.glob("*/model.onnx")] == ["kept"]
     finally:
         srv.stop()
     srv = ServerProcess("--data-dir", str(data_dir / "restart"))
@@ -66,7 +88,7 @@ def test_upload_list_use_delete_and_restart(data_dir: Path) -> None:
         srv.wait_ready()
         assert voice_ids(srv.base_url) == ["joe", "kept"]
         assert len(speak(srv.base_url, "kept").content) > 24000
-        assert len(list((data_dir / "restart" / "voices").glob("*/model.onnx"))) == 1  # the deleted one's files went
+        assert len(list(voices_dir.glob("*/model.onnx"))) == 1
     finally:
         srv.stop()
 

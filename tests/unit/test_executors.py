@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-import time
 
 from voxlane.config import EngineConfig, ServerConfig
 from voxlane.server.executors import Executors
@@ -13,52 +13,67 @@ from voxlane.server.executors import Executors
 def test_cancelled_request_never_starts_its_job() -> None:
     config = ServerConfig(audio_preprocess_workers=1, engine=EngineConfig(model_path=""))
     executors = Executors(config)
+    pool = executors._pools["audio"]
     started: list[str] = []
-    release = threading.Event()
+    blocking, release = threading.Event(), threading.Event()
 
     def blocker() -> None:
         started.append("blocker")
+        blocking.set()
         release.wait(5)
-
-    def victim() -> None:
-        started.append("victim")
 
     async def scenario() -> None:
         busy = asyncio.ensure_future(executors.run("audio", blocker))
-        await asyncio.sleep(0.05)  # the only worker is now busy
-        queued = asyncio.ensure_future(executors.run("audio", victim))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # one loop step: ``busy`` submits its job
+        assert blocking.wait(5)  # the only worker is now busy
+        queued = asyncio.ensure_future(executors.run("audio", started.append, "victim"))
+        await asyncio.sleep(0)  # one loop step: ``queued`` submits its job, which waits for the worker
+        assert next(load for load in executors.load() if load.pool == "audio").queued == 1
+        after = pool.submit(started.append, "after")  # behind the victim in the pool's queue
         queued.cancel()  # the client went away while its job waited for a worker
-        # Let the loop pass the cancellation on to the pool before the worker frees up: set at once, a
-        # loaded machine could run the worker first (the test's race, not the server's, whose jobs are
-        # cancelled long before a worker frees up).
-        await asyncio.sleep(0.05)
+        # The worker frees up in the same tick as the cancel: the loop is held here (a blocking wait on
+        # purpose) until the worker has passed the victim's place in the queue and run the next job. A
+        # cancel passed on to the pool a loop iteration later would come after the victim had run.
         release.set()
+        after.result(timeout=10)
+        with contextlib.suppress(asyncio.CancelledError):
+            await queued
         await busy
-        await asyncio.sleep(0.1)
 
     try:
         asyncio.run(scenario())
-        time.sleep(0.05)
-        assert started == ["blocker"]
+        assert started == ["blocker", "after"]
     finally:
         executors.shutdown()
 
 
 def test_pools_have_their_names_and_sizes() -> None:
-    config = ServerConfig(audio_preprocess_workers=2, engine=EngineConfig(model_path=""))
+    config = ServerConfig(
+        audio_preprocess_workers=3, text_workers=2, encode_workers=3, engine=EngineConfig(model_path="")
+    )
     executors = Executors(config)
-    names: set[str] = set()
+    # Three jobs pass a barrier of three only if three workers run them at once.
+    barrier = threading.Barrier(3, timeout=10)
 
-    async def scenario() -> None:
-        for _ in range(4):
-            names.add(await executors.run("audio", lambda: threading.current_thread().name))
+    def name_at_barrier() -> str:
+        barrier.wait()
+        return threading.current_thread().name
+
+    async def scenario() -> list[str]:
+        return await asyncio.gather(*(executors.run("audio", name_at_barrier) for _ in range(3)))
 
     try:
-        asyncio.run(scenario())
+        names = asyncio.run(scenario())
+        workers = {load.pool: load.workers for load in executors.load()}
+        sizes = {name: getattr(pool, "_max_workers", None) for name, pool in executors._pools.items()}
     finally:
         executors.shutdown()
-    assert names and all(n.startswith("voxlane-audio") for n in names)
+    assert len(set(names)) == 3 and all(n.startswith("voxlane-audio") for n in names)
+    assert sizes["audio"] == sizes["live"] == workers["audio"] == workers["live"] == 3  # --audio-preprocess-workers
+    assert sizes["text"] == workers["text"] == 2  # ServerConfig.text_workers (no flag)
+    encoders = sorted(name for name in sizes if name.startswith("encode-"))
+    assert encoders == ["encode-0", "encode-1", "encode-2"]  # --encode-workers, one process each
+    assert all(sizes[name] == workers[name] == 1 for name in encoders)
 
 
 def test_an_encode_worker_that_dies_takes_only_its_streams_with_it() -> None:

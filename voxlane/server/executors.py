@@ -123,9 +123,10 @@ class Executors:
         self, pool: PoolName, fn: Callable[..., T], *args: Any, on_abandon: Callable[[], None] | None = None
     ) -> T:
         """Run ``fn(*args)`` on the named pool. If the awaiting task is cancelled before the job starts,
-        the job never starts (asyncio cancels the pool's future); if it is cancelled while the job runs,
-        ``on_abandon`` is called once the job has ended (on the pool's thread), for what the job leaves
-        that nobody will take (its blocks of shared memory). A process pool whose worker died is replaced,
+        the job never starts (the pool's future is cancelled in the same tick as the task, so a worker
+        that frees up meanwhile skips it); if it is cancelled while the job runs, ``on_abandon`` is called
+        once the job has ended (on the pool's thread), for what the job leaves that nobody will take (its
+        blocks of shared memory). A process pool whose worker died is replaced,
         and the jobs it took down fail with ``BrokenProcessPool``; later jobs run."""
         return await self._run(pool, fn, *args, on_abandon=on_abandon)
 
@@ -142,10 +143,10 @@ class Executors:
         job: Future[T] | None = None
         try:
             job = executor.submit(partial(fn, *args))  # raises BrokenProcessPool at once on a broken pool
-            return await asyncio.wrap_future(job)
+            return await _JobWaiter(job)
         except asyncio.CancelledError:
             if job is not None:
-                job.cancel()  # now, not a loop iteration later: a worker freeing up meanwhile would start it
+                job.cancel()  # done already by _JobWaiter.cancel; kept for a cancel that came another way
                 if on_abandon is not None:
                     job.add_done_callback(lambda _: on_abandon())  # at once if the job never started
             raise
@@ -186,6 +187,38 @@ class Executors:
             pool.shutdown(wait=False, cancel_futures=True)
         if self.shared_audio:
             shared.sweep(own=True)
+
+
+class _JobWaiter(asyncio.Future[T]):
+    """What ``_run`` awaits: the pool's future seen from the loop. ``asyncio.wrap_future`` passes a
+    cancellation on to the pool one loop iteration after ``task.cancel()``, and a worker that frees up in
+    between starts the job anyway; ``task.cancel()`` calls this waiter's ``cancel()`` at once, so here the
+    pool's future is cancelled in the same tick, and a job not yet started never starts."""
+
+    def __init__(self, job: Future[T]) -> None:
+        super().__init__()
+        self._job = job
+        loop = self.get_loop()
+
+        def done(job: Future[T]) -> None:  # on the pool's thread, or here if the job is done already
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody awaits this job any more
+                loop.call_soon_threadsafe(self._copy, job)
+
+        job.add_done_callback(done)
+
+    def _copy(self, job: Future[T]) -> None:
+        if self.done():
+            return
+        if job.cancelled():
+            super().cancel()
+        elif (error := job.exception()) is not None:
+            self.set_exception(error)
+        else:
+            self.set_result(job.result())
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        self._job.cancel()  # refused (False) if the job runs already: then the pool finishes it unawaited
+        return super().cancel(msg)
 
 
 def _lower_priority() -> None:
