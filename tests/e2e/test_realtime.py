@@ -16,7 +16,7 @@ import pytest
 import websockets
 from openai import AsyncOpenAI
 
-from tests.conftest import Clip, ServerProcess, running_server
+from tests.conftest import Clip, ServerProcess, metric, running_server
 from tests.wer import wer
 from voxlane.audio.pipeline import decode_and_split
 from voxlane.audio.resample import resamplers
@@ -58,6 +58,20 @@ async def events_until(ws: Any, last: str, timeout_s: float = 60.0) -> list[dict
 
 
 MANUAL = {"type": "session.update", "session": {"type": "transcription", "audio": {"input": {"turn_detection": None}}}}
+DELTA = "conversation.item.input_audio_transcription.delta"
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+
+
+def metric_now(server: ServerProcess, sample: str, **labels: str) -> float:
+    """One sample on the server's /metrics now; 0 for a labelled series not yet seen."""
+    try:
+        return metric(httpx.get(server.base_url + "/metrics").text, sample, **labels)
+    except KeyError:
+        return 0.0
+
+
+def decodes(server: ServerProcess, kind: str, beam_size: int) -> float:
+    return metric_now(server, "voxlane_realtime_decodes_total", kind=kind, beam_size=str(beam_size))
 
 
 def test_the_openai_sdk_transcribes_dev_set_files_as_well_as_the_batch_endpoint(
@@ -149,9 +163,53 @@ def test_server_vad_finds_the_turn_and_streams_partials_before_the_final(
     assert 0 <= started["audio_start_ms"] < 2000
     deltas = [e for e in events if e["type"].endswith(".delta")]
     completed = events[-1]
-    assert deltas and kinds.index(deltas[0]["type"]) < len(kinds) - 1
+    assert deltas and kinds.index(DELTA) < kinds.index("input_audio_buffer.committed")
     assert all(e["item_id"] == completed["item_id"] for e in deltas)
     assert wer([clip.text], [completed["transcript"]]) <= 0.35, completed["transcript"]
+
+
+def test_partials_stream_the_open_turn_before_any_commit(server: ServerProcess, dev_set: list[Clip]) -> None:
+    """Manual commits, so no turn detection and no pause decode: only the partials ticker can send a delta
+    before the commit. Audio is streamed as a microphone sends it; the first delta must come without a
+    commit, read from part of the turn's audio, and voxlane_realtime_partials_total count it. Partials are
+    greedy and finals take --realtime-beam-size (3 on this server): voxlane_realtime_decodes_total says
+    which beam each decode asked the engine for (tests/models/test_forced_prefix.py checks that the runner
+    decodes a window with the beam it asks for)."""
+    clip = max(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))  # 11 words in 3.9 s
+    before = {
+        "partials": metric_now(server, "voxlane_realtime_partials_total"),
+        "partial_greedy": decodes(server, "partial", 1),
+        "final_beam": decodes(server, "final", 3),
+        "final_greedy": decodes(server, "final", 1),
+    }
+
+    async def session() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            reader = asyncio.create_task(events_until(ws, DELTA))
+            for chunk in chunks(pcm16(clip)):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await asyncio.sleep(CHUNK_S)  # paces the client: real time, as a microphone sends audio
+            # A partial decode of a few seconds takes well under 1 s of a core on an idle 2-core machine,
+            # and one starts every 0.5 s: 15 s is only there so that a dead ticker fails instead of hanging.
+            before_commit = await asyncio.wait_for(reader, 15)
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            return before_commit, await events_until(ws, COMPLETED)
+
+    before_commit, after_commit = asyncio.run(session())
+    first = before_commit[-1]
+    assert first["type"] == DELTA and first["delta"].split()
+    # it read part of the turn: the audio was still arriving (the clip is 3.9 s)
+    assert first["audio_end_ms"] < clip.duration_s * 1000 - CHUNK_S * 1000, first
+    assert "input_audio_buffer.committed" in [e["type"] for e in after_commit]
+    assert metric_now(server, "voxlane_realtime_partials_total") >= before["partials"] + 1
+    assert decodes(server, "partial", 1) >= before["partial_greedy"] + 1
+    assert decodes(server, "final", 3) == before["final_beam"] + 1  # one turn, one final, a beam of 3
+    assert decodes(server, "final", 1) == before["final_greedy"]
+    transcript = after_commit[-1]["transcript"]
+    assert wer([clip.text], [transcript]) <= 0.35, transcript
 
 
 def test_a_beta_transcription_session_at_16_khz_is_answered_in_its_shape(

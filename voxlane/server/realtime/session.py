@@ -599,6 +599,8 @@ class RealtimeSession:
                 ),
                 features,
             )
+            beam_size = options.beam_size or self.config.engine.beam_size
+            self.state.metrics.realtime_decodes.labels("partial" if partial else "final", str(beam_size)).inc()
             async for result in stream.results(self.config.request_timeout_s):
                 if result.error:
                     raise VoxlaneError(f"transcription failed: {result.error}")
