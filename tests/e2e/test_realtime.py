@@ -7,6 +7,7 @@ import asyncio
 import base64
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,6 +73,13 @@ def metric_now(server: ServerProcess, sample: str, **labels: str) -> float:
 
 def decodes(server: ServerProcess, kind: str, beam_size: int) -> float:
     return metric_now(server, "voxlane_realtime_decodes_total", kind=kind, beam_size=str(beam_size))
+
+
+def wait_metric(server: ServerProcess, sample: str, value: float, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while metric_now(server, sample) != value:
+        assert time.monotonic() < deadline, f"{sample} never became {value}: {metric_now(server, sample)}"
+        time.sleep(0.05)
 
 
 def test_the_openai_sdk_transcribes_dev_set_files_as_well_as_the_batch_endpoint(
@@ -406,6 +414,44 @@ def test_audio_much_faster_than_real_time_is_refused_not_crashed(server: ServerP
 
     assert asyncio.run(session())[-1]["error"]["code"] == "rate_limit_exceeded"
     assert httpx.get(server.base_url + "/health").status_code == 200
+
+
+def test_a_client_that_hangs_up_mid_turn_leaves_nothing_decoding_for_it(
+    server: ServerProcess, dev_set: list[Clip]
+) -> None:
+    """Four 1 s turns committed at once, then more audio and a hang-up: each final reads the turns before
+    it as context, so the finals decode one after another (~0.3-0.6 s each on an idle 2-core machine) and
+    most are still to come when the client leaves (none had completed in runs on a busy 2-core machine).
+    The session's decodes are cancelled (and aborted in the engine): no turn is completed for nobody, and
+    the session's place is given back."""
+    clip = next(c for c in dev_set if c.path.name == "long_so762_2327_1027.flac")
+    second = 24000 * 2
+    turns = 4
+    pcm = pcm16(clip)[10 * second : (11 + turns) * second]  # within the 10 s a session may send at once
+    before = metric_now(server, "voxlane_realtime_turns_total")
+
+    async def session() -> None:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            for i in range(turns):
+                for chunk in chunks(pcm[i * second : (i + 1) * second]):
+                    await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            for chunk in chunks(pcm[turns * second :]):  # a turn left open
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+            committed = 0
+            async with asyncio.timeout(30):
+                while committed < turns:
+                    committed += json.loads(await ws.recv())["type"] == "input_audio_buffer.committed"
+        # the client is gone: the socket closed here
+
+    asyncio.run(session())
+    wait_metric(server, "voxlane_realtime_sessions", 0, 30)
+    completed = metric_now(server, "voxlane_realtime_turns_total") - before
+    assert completed < turns, f"all {turns} turns were decoded and completed after the client left"
+    wait_metric(server, "voxlane_engine_queued_windows", 0, 10)  # nothing of it is left in the engine
 
 
 @pytest.fixture(scope="module")
