@@ -454,6 +454,12 @@ def test_a_client_that_hangs_up_mid_turn_leaves_nothing_decoding_for_it(
     wait_metric(server, "voxlane_engine_queued_windows", 0, 10)  # nothing of it is left in the engine
 
 
+MAX_SESSION_S = 10
+"""``limited``'s --realtime-max-session-s: longer than its other tests' sessions (~4 s on an idle 2-core
+machine: 4 s of audio, one final, then 2 s idle), and the time the expiry test waits for."""
+LIMITED_AUTH = {"additional_headers": {"Authorization": "Bearer sk-live-test-key"}}
+
+
 @pytest.fixture(scope="module")
 def limited() -> Iterator[ServerProcess]:
     with running_server(
@@ -465,8 +471,24 @@ def limited() -> Iterator[ServerProcess]:
         "2",
         "--realtime-max-buffer-s",
         "3",
+        "--realtime-max-session-s",
+        str(MAX_SESSION_S),
     ) as srv:
         yield srv
+
+
+async def connect_when_free(server: ServerProcess) -> tuple[Any, dict[str, Any]]:
+    """A session of ``limited`` (--realtime-max-connections 1) and its session.created: the previous test's
+    last session may not have given its place back yet (the server frees it once its handler has seen the
+    close, which can come after the close handshake the client already finished)."""
+    for _ in range(100):
+        ws = await websockets.connect(ws_url(server), **LIMITED_AUTH)
+        first = json.loads(await ws.recv())
+        if first.get("type") == "session.created":
+            return ws, first
+        await ws.close()
+        await asyncio.sleep(0.05)
+    raise AssertionError("the previous session's place was never freed")
 
 
 def test_api_keys_apply_by_header_and_by_browser_subprotocol(limited: ServerProcess) -> None:
@@ -495,20 +517,12 @@ def test_api_keys_apply_by_header_and_by_browser_subprotocol(limited: ServerProc
 
 
 def test_connection_buffer_and_idle_limits(limited: ServerProcess) -> None:
-    auth = {"additional_headers": {"Authorization": "Bearer sk-live-test-key"}}
     second = base64.b64encode(np.zeros(24000, dtype="<i2").tobytes()).decode()
 
-    async def session() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], int | None]:
-        for _ in range(100):  # the previous test's last session may not have given its place back yet
-            ws = await websockets.connect(ws_url(limited), **auth)
-            if json.loads(await ws.recv()).get("type") == "session.created":
-                break
-            await ws.close()
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the previous session's place was never freed")
+    async def session() -> tuple[dict[str, Any], int | None, dict[str, Any], dict[str, Any], int | None]:
+        ws, _ = await connect_when_free(limited)
         async with ws:
-            async with websockets.connect(ws_url(limited), **auth) as extra:  # over --realtime-max-connections
+            async with websockets.connect(ws_url(limited), **LIMITED_AUTH) as extra:  # over the limit
                 refused = json.loads(await extra.recv())
                 await asyncio.wait_for(extra.wait_closed(), 10)
             await ws.send(json.dumps(MANUAL))
@@ -520,12 +534,43 @@ def test_connection_buffer_and_idle_limits(limited: ServerProcess) -> None:
             await events_until(ws, "conversation.item.input_audio_transcription.completed")
             idle = (await events_until(ws, "error", 10))[-1]  # then nothing is sent for 2 s
             await asyncio.wait_for(ws.wait_closed(), 10)
-            return refused, full, idle, ws.close_code
+            return refused, extra.close_code, full, idle, ws.close_code
 
-    refused, full, idle, close_code = asyncio.run(session())
-    assert refused["error"]["code"] == "too_many_sessions"
+    refused, refused_code, full, idle, close_code = asyncio.run(session())
+    assert refused["error"]["code"] == "too_many_sessions" and refused_code == 1013  # try again later
     assert full["error"]["code"] == "input_audio_buffer_full"
     assert idle["error"]["code"] == "idle_timeout" and close_code == 1000
+
+
+def test_a_session_expires_at_its_limit_even_while_audio_flows(limited: ServerProcess) -> None:
+    """--realtime-max-session-s: a session that keeps sending audio (so it is never idle) gets a
+    session_expired error once the limit is reached, then the server closes it (1000), as session.created's
+    expires_at said."""
+    silence = base64.b64encode(np.zeros(int(0.25 * 24000), dtype="<i2").tobytes()).decode()
+
+    async def session() -> tuple[float, float, list[dict[str, Any]], int | None]:
+        ws, created = await connect_when_free(limited)
+        opened, opened_wall = time.monotonic(), time.time()
+
+        async def keep_sending() -> None:  # server_vad hears no speech in silence: no turn, no buffer limit
+            while True:
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": silence}))
+                await asyncio.sleep(0.25)  # paces the client: real time, well inside the 2 s idle timeout
+
+        sender = asyncio.create_task(keep_sending())
+        async with ws:
+            errors = await events_until(ws, "error", MAX_SESSION_S + 15)
+            expired_after = time.monotonic() - opened
+            await asyncio.wait_for(ws.wait_closed(), 10)
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        return created["session"]["expires_at"] - opened_wall, expired_after, errors, ws.close_code
+
+    expires_in, expired_after, events, close_code = asyncio.run(session())
+    assert abs(expires_in - MAX_SESSION_S) <= 2, expires_in
+    assert events[-1]["error"]["code"] == "session_expired", events[-1]
+    assert expired_after >= MAX_SESSION_S - 0.5, expired_after
+    assert close_code == 1000
 
 
 def test_greedy_finals_read_the_clips(dev_set: list[Clip]) -> None:
