@@ -7,6 +7,8 @@ import asyncio
 import base64
 import itertools
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +20,8 @@ import websockets
 from openai import AsyncOpenAI
 
 from tests.conftest import Clip, ServerProcess, metric, running_server
+from tests.e2e.test_engine_restart import wait_health
+from tests.e2e.test_lifecycle import engine_pid
 from tests.wer import wer
 from voxlane.audio.pipeline import decode_and_split
 from voxlane.audio.resample import resamplers
@@ -573,15 +577,23 @@ def test_a_session_expires_at_its_limit_even_while_audio_flows(limited: ServerPr
     assert close_code == 1000
 
 
-def test_greedy_finals_read_the_clips(dev_set: list[Clip]) -> None:
-    """``--realtime-beam-size 1`` (the default is a beam of 3, which the other tests' server uses): each
-    committed turn's final is decoded greedily, and the finals read the clips about as well as the batch
+@pytest.fixture(scope="module")
+def greedy() -> Iterator[ServerProcess]:
+    """``--realtime-beam-size 1`` (the default is a beam of 3, which ``server`` uses); its engine may be
+    killed (the shared server must not count a restart)."""
+    with running_server("--realtime-beam-size", "1") as srv:
+        yield srv
+
+
+def test_greedy_finals_read_the_clips(greedy: ServerProcess, dev_set: list[Clip]) -> None:
+    """``--realtime-beam-size 1``: each committed turn's final is decoded greedily (it asks the engine for a
+    beam of 1: voxlane_realtime_decodes_total), and the finals read the clips about as well as the batch
     endpoint does."""
     clips = sorted(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))[-3:]  # the most words
 
-    async def session(base_url: str) -> list[str]:
+    async def session() -> list[str]:
         transcripts = []
-        async with websockets.connect(base_url.replace("http://", "ws://") + "/v1/realtime?intent=transcription") as ws:
+        async with websockets.connect(ws_url(greedy)) as ws:
             await events_until(ws, "session.created")
             await ws.send(json.dumps(MANUAL))
             await events_until(ws, "session.updated")
@@ -589,22 +601,60 @@ def test_greedy_finals_read_the_clips(dev_set: list[Clip]) -> None:
                 for chunk in chunks(pcm16(clip)):
                     await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
                 await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-                events = await events_until(ws, "conversation.item.input_audio_transcription.completed")
+                events = await events_until(ws, COMPLETED)
                 transcripts.append(events[-1]["transcript"])
         return transcripts
 
-    with running_server("--realtime-beam-size", "1") as greedy:
-        transcripts = asyncio.run(session(greedy.base_url))
-        batch = [
-            httpx.post(
-                greedy.base_url + "/v1/audio/transcriptions",
-                files={"file": (clip.path.name, clip.path.read_bytes())},
-                data={"model": "whisper-1"},
-                timeout=60,
-            ).json()["text"]
-            for clip in clips
-        ]
+    before = decodes(greedy, "final", 1)
+    transcripts = asyncio.run(session())
+    assert decodes(greedy, "final", 1) == before + len(clips)  # one final a turn, each greedy
+    assert decodes(greedy, "final", 3) == 0
+    batch = [
+        httpx.post(
+            greedy.base_url + "/v1/audio/transcriptions",
+            files={"file": (clip.path.name, clip.path.read_bytes())},
+            data={"model": "whisper-1"},
+            timeout=60,
+        ).json()["text"]
+        for clip in clips
+    ]
     refs = [clip.text for clip in clips]
     print(f"WER live {wer(refs, transcripts):.3f}, batch {wer(refs, batch):.3f}: {transcripts} / {batch}")
     assert len(transcripts) == len(clips) and all(transcripts), transcripts
     assert wer(refs, transcripts) <= wer(refs, batch) + 0.1, (transcripts, batch)
+
+
+def test_an_engine_killed_mid_turn_fails_that_turn_and_the_session_goes_on(
+    greedy: ServerProcess, dev_set: list[Clip]
+) -> None:
+    """docs/realtime.md: an engine restart fails the decodes in flight with an error (engine_unavailable)
+    and ...failed; the session goes on. The engine is killed as soon as a turn is committed (its final, a
+    30 s window, takes a few hundred ms of the engine), and once a new engine serves, the same session's
+    next turn is transcribed."""
+    clip = max(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))
+
+    async def turn(ws: Any) -> None:
+        for chunk in chunks(pcm16(clip)):
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+
+    async def session() -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+        async with websockets.connect(ws_url(greedy)) as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            await turn(ws)
+            item_id = (await events_until(ws, "input_audio_buffer.committed"))[-1]["item_id"]
+            os.kill(engine_pid(greedy), signal.SIGKILL)
+            failed = await events_until(ws, "conversation.item.input_audio_transcription.failed", 30)
+            await asyncio.to_thread(wait_health, greedy, "ok", 120)  # a new engine serves
+            await turn(ws)
+            return item_id, failed, await events_until(ws, COMPLETED, 60)
+
+    item_id, failed, after = asyncio.run(session())
+    errors = [e for e in failed if e["type"] == "error"]
+    assert errors and errors[0]["error"]["code"] == "engine_unavailable", failed
+    assert COMPLETED not in [e["type"] for e in failed]
+    assert failed[-1]["item_id"] == item_id and failed[-1]["error"]["code"] == "engine_unavailable"
+    assert after[-1]["item_id"] != item_id
+    assert wer([clip.text], [after[-1]["transcript"]]) <= 0.35, after[-1]["transcript"]
