@@ -175,7 +175,11 @@ def test_server_vad_finds_the_turn_and_streams_partials_before_the_final(
     assert 0 <= started["audio_start_ms"] < 2000
     deltas = [e for e in events if e["type"].endswith(".delta")]
     completed = events[-1]
-    assert deltas and kinds.index(DELTA) < kinds.index("input_audio_buffer.committed")
+    # Some text before the final (a partial, or the pause's decode). Not necessarily before committed: the
+    # clip's first turn may hold too few words for a partial (its last word is held back), and the pause's
+    # decode may end after server_vad's 800 ms; test_partials_stream_the_open_turn_before_any_commit is
+    # the partials ticker's test.
+    assert deltas and kinds.index(DELTA) < len(kinds) - 1
     assert all(e["item_id"] == completed["item_id"] for e in deltas)
     assert wer([clip.text], [completed["transcript"]]) <= 0.35, completed["transcript"]
 
