@@ -209,8 +209,8 @@ def test_partials_stream_the_open_turn_before_any_commit(server: ServerProcess, 
                 await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
                 await asyncio.sleep(CHUNK_S)  # paces the client: real time, as a microphone sends audio
             # A partial decode of a few seconds takes well under 1 s of a core on an idle 2-core machine,
-            # and one starts every 0.5 s: 15 s is only there so that a dead ticker fails instead of hanging.
-            before_commit = await asyncio.wait_for(reader, 15)
+            # and one starts every 0.5 s: 10 s is only there so that a dead ticker fails instead of hanging.
+            before_commit = await asyncio.wait_for(reader, 10)
             await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
             return before_commit, await events_until(ws, COMPLETED)
 
@@ -570,7 +570,7 @@ def test_a_session_expires_at_its_limit_even_while_audio_flows(limited: ServerPr
 
         sender = asyncio.create_task(keep_sending())
         async with ws:
-            errors = await events_until(ws, "error", MAX_SESSION_S + 15)
+            errors = await events_until(ws, "error", MAX_SESSION_S + 5)  # the limit is a timer: due on time
             expired_after = time.monotonic() - opened
             await asyncio.wait_for(ws.wait_closed(), 10)
         sender.cancel()
