@@ -7,6 +7,9 @@ import asyncio
 import base64
 import itertools
 import json
+import os
+import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +19,9 @@ import pytest
 import websockets
 from openai import AsyncOpenAI
 
-from tests.conftest import Clip, ServerProcess, running_server
+from tests.conftest import Clip, ServerProcess, metric, running_server
+from tests.e2e.test_engine_restart import wait_health
+from tests.e2e.test_lifecycle import engine_pid
 from tests.wer import wer
 from voxlane.audio.pipeline import decode_and_split
 from voxlane.audio.resample import resamplers
@@ -58,6 +63,27 @@ async def events_until(ws: Any, last: str, timeout_s: float = 60.0) -> list[dict
 
 
 MANUAL = {"type": "session.update", "session": {"type": "transcription", "audio": {"input": {"turn_detection": None}}}}
+DELTA = "conversation.item.input_audio_transcription.delta"
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+
+
+def metric_now(server: ServerProcess, sample: str, **labels: str) -> float:
+    """One sample on the server's /metrics now; 0 for a labelled series not yet seen."""
+    try:
+        return metric(httpx.get(server.base_url + "/metrics").text, sample, **labels)
+    except KeyError:
+        return 0.0
+
+
+def decodes(server: ServerProcess, kind: str, beam_size: int) -> float:
+    return metric_now(server, "voxlane_realtime_decodes_total", kind=kind, beam_size=str(beam_size))
+
+
+def wait_metric(server: ServerProcess, sample: str, value: float, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while metric_now(server, sample) != value:
+        assert time.monotonic() < deadline, f"{sample} never became {value}: {metric_now(server, sample)}"
+        time.sleep(0.05)
 
 
 def test_the_openai_sdk_transcribes_dev_set_files_as_well_as_the_batch_endpoint(
@@ -149,9 +175,57 @@ def test_server_vad_finds_the_turn_and_streams_partials_before_the_final(
     assert 0 <= started["audio_start_ms"] < 2000
     deltas = [e for e in events if e["type"].endswith(".delta")]
     completed = events[-1]
-    assert deltas and kinds.index(deltas[0]["type"]) < len(kinds) - 1
+    # Some text before the final (a partial, or the pause's decode). Not necessarily before committed: the
+    # clip's first turn may hold too few words for a partial (its last word is held back), and the pause's
+    # decode may end after server_vad's 800 ms; test_partials_stream_the_open_turn_before_any_commit is
+    # the partials ticker's test.
+    assert deltas and kinds.index(DELTA) < len(kinds) - 1
     assert all(e["item_id"] == completed["item_id"] for e in deltas)
     assert wer([clip.text], [completed["transcript"]]) <= 0.35, completed["transcript"]
+
+
+def test_partials_stream_the_open_turn_before_any_commit(server: ServerProcess, dev_set: list[Clip]) -> None:
+    """Manual commits, so no turn detection and no pause decode: only the partials ticker can send a delta
+    before the commit. Audio is streamed as a microphone sends it; the first delta must come without a
+    commit, read from part of the turn's audio, and voxlane_realtime_partials_total count it. Partials are
+    greedy and finals take --realtime-beam-size (3 on this server): voxlane_realtime_decodes_total says
+    which beam each decode asked the engine for (tests/models/test_forced_prefix.py checks that the runner
+    decodes a window with the beam it asks for)."""
+    clip = max(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))  # 11 words in 3.9 s
+    before = {
+        "partials": metric_now(server, "voxlane_realtime_partials_total"),
+        "partial_greedy": decodes(server, "partial", 1),
+        "final_beam": decodes(server, "final", 3),
+        "final_greedy": decodes(server, "final", 1),
+    }
+
+    async def session() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            reader = asyncio.create_task(events_until(ws, DELTA))
+            for chunk in chunks(pcm16(clip)):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await asyncio.sleep(CHUNK_S)  # paces the client: real time, as a microphone sends audio
+            # A partial decode of a few seconds takes well under 1 s of a core on an idle 2-core machine,
+            # and one starts every 0.5 s: 10 s is only there so that a dead ticker fails instead of hanging.
+            before_commit = await asyncio.wait_for(reader, 10)
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            return before_commit, await events_until(ws, COMPLETED)
+
+    before_commit, after_commit = asyncio.run(session())
+    first = before_commit[-1]
+    assert first["type"] == DELTA and first["delta"].split()
+    # it read part of the turn: the audio was still arriving (the clip is 3.9 s)
+    assert first["audio_end_ms"] < clip.duration_s * 1000 - CHUNK_S * 1000, first
+    assert "input_audio_buffer.committed" in [e["type"] for e in after_commit]
+    assert metric_now(server, "voxlane_realtime_partials_total") >= before["partials"] + 1
+    assert decodes(server, "partial", 1) >= before["partial_greedy"] + 1
+    assert decodes(server, "final", 3) == before["final_beam"] + 1  # one turn, one final, a beam of 3
+    assert decodes(server, "final", 1) == before["final_greedy"]
+    transcript = after_commit[-1]["transcript"]
+    assert wer([clip.text], [transcript]) <= 0.35, transcript
 
 
 def test_a_beta_transcription_session_at_16_khz_is_answered_in_its_shape(
@@ -350,6 +424,50 @@ def test_audio_much_faster_than_real_time_is_refused_not_crashed(server: ServerP
     assert httpx.get(server.base_url + "/health").status_code == 200
 
 
+def test_a_client_that_hangs_up_mid_turn_leaves_nothing_decoding_for_it(
+    server: ServerProcess, dev_set: list[Clip]
+) -> None:
+    """Four 1 s turns committed at once, then more audio and a hang-up: each final reads the turns before
+    it as context, so the finals decode one after another (~0.3-0.6 s each on an idle 2-core machine) and
+    most are still to come when the client leaves (none had completed in runs on a busy 2-core machine).
+    The session's decodes are cancelled (and aborted in the engine): no turn is completed for nobody, and
+    the session's place is given back."""
+    clip = next(c for c in dev_set if c.path.name == "long_so762_2327_1027.flac")
+    second = 24000 * 2
+    turns = 4
+    pcm = pcm16(clip)[10 * second : (11 + turns) * second]  # within the 10 s a session may send at once
+    before = metric_now(server, "voxlane_realtime_turns_total")
+
+    async def session() -> None:
+        async with websockets.connect(ws_url(server)) as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            for i in range(turns):
+                for chunk in chunks(pcm[i * second : (i + 1) * second]):
+                    await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            for chunk in chunks(pcm[turns * second :]):  # a turn left open
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+            committed = 0
+            async with asyncio.timeout(30):
+                while committed < turns:
+                    committed += json.loads(await ws.recv())["type"] == "input_audio_buffer.committed"
+        # the client is gone: the socket closed here
+
+    asyncio.run(session())
+    wait_metric(server, "voxlane_realtime_sessions", 0, 30)
+    completed = metric_now(server, "voxlane_realtime_turns_total") - before
+    assert completed < turns, f"all {turns} turns were decoded and completed after the client left"
+    wait_metric(server, "voxlane_engine_queued_windows", 0, 10)  # nothing of it is left in the engine
+
+
+MAX_SESSION_S = 10
+"""``limited``'s --realtime-max-session-s: longer than its other tests' sessions (~4 s on an idle 2-core
+machine: 4 s of audio, one final, then 2 s idle), and the time the expiry test waits for."""
+LIMITED_AUTH = {"additional_headers": {"Authorization": "Bearer sk-live-test-key"}}
+
+
 @pytest.fixture(scope="module")
 def limited() -> Iterator[ServerProcess]:
     with running_server(
@@ -361,8 +479,24 @@ def limited() -> Iterator[ServerProcess]:
         "2",
         "--realtime-max-buffer-s",
         "3",
+        "--realtime-max-session-s",
+        str(MAX_SESSION_S),
     ) as srv:
         yield srv
+
+
+async def connect_when_free(server: ServerProcess) -> tuple[Any, dict[str, Any]]:
+    """A session of ``limited`` (--realtime-max-connections 1) and its session.created: the previous test's
+    last session may not have given its place back yet (the server frees it once its handler has seen the
+    close, which can come after the close handshake the client already finished)."""
+    for _ in range(100):
+        ws = await websockets.connect(ws_url(server), **LIMITED_AUTH)
+        first = json.loads(await ws.recv())
+        if first.get("type") == "session.created":
+            return ws, first
+        await ws.close()
+        await asyncio.sleep(0.05)
+    raise AssertionError("the previous session's place was never freed")
 
 
 def test_api_keys_apply_by_header_and_by_browser_subprotocol(limited: ServerProcess) -> None:
@@ -391,20 +525,12 @@ def test_api_keys_apply_by_header_and_by_browser_subprotocol(limited: ServerProc
 
 
 def test_connection_buffer_and_idle_limits(limited: ServerProcess) -> None:
-    auth = {"additional_headers": {"Authorization": "Bearer sk-live-test-key"}}
     second = base64.b64encode(np.zeros(24000, dtype="<i2").tobytes()).decode()
 
-    async def session() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], int | None]:
-        for _ in range(100):  # the previous test's last session may not have given its place back yet
-            ws = await websockets.connect(ws_url(limited), **auth)
-            if json.loads(await ws.recv()).get("type") == "session.created":
-                break
-            await ws.close()
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the previous session's place was never freed")
+    async def session() -> tuple[dict[str, Any], int | None, dict[str, Any], dict[str, Any], int | None]:
+        ws, _ = await connect_when_free(limited)
         async with ws:
-            async with websockets.connect(ws_url(limited), **auth) as extra:  # over --realtime-max-connections
+            async with websockets.connect(ws_url(limited), **LIMITED_AUTH) as extra:  # over the limit
                 refused = json.loads(await extra.recv())
                 await asyncio.wait_for(extra.wait_closed(), 10)
             await ws.send(json.dumps(MANUAL))
@@ -416,23 +542,64 @@ def test_connection_buffer_and_idle_limits(limited: ServerProcess) -> None:
             await events_until(ws, "conversation.item.input_audio_transcription.completed")
             idle = (await events_until(ws, "error", 10))[-1]  # then nothing is sent for 2 s
             await asyncio.wait_for(ws.wait_closed(), 10)
-            return refused, full, idle, ws.close_code
+            return refused, extra.close_code, full, idle, ws.close_code
 
-    refused, full, idle, close_code = asyncio.run(session())
-    assert refused["error"]["code"] == "too_many_sessions"
+    refused, refused_code, full, idle, close_code = asyncio.run(session())
+    assert refused["error"]["code"] == "too_many_sessions" and refused_code == 1013  # try again later
     assert full["error"]["code"] == "input_audio_buffer_full"
     assert idle["error"]["code"] == "idle_timeout" and close_code == 1000
 
 
-def test_greedy_finals_read_the_clips(dev_set: list[Clip]) -> None:
-    """``--realtime-beam-size 1`` (the default is a beam of 3, which the other tests' server uses): each
-    committed turn's final is decoded greedily, and the finals read the clips about as well as the batch
+def test_a_session_expires_at_its_limit_even_while_audio_flows(limited: ServerProcess) -> None:
+    """--realtime-max-session-s: a session that keeps sending audio (so it is never idle) gets a
+    session_expired error once the limit is reached, then the server closes it (1000), as session.created's
+    expires_at said."""
+    silence = base64.b64encode(np.zeros(int(CHUNK_S * 24000), dtype="<i2").tobytes()).decode()
+
+    async def session() -> tuple[float, float, list[dict[str, Any]], int | None]:
+        ws, created = await connect_when_free(limited)
+        opened, opened_wall = time.monotonic(), time.time()
+
+        async def keep_sending() -> None:  # server_vad hears no speech in silence: no turn, no buffer limit
+            while True:
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": silence}))
+                # Paces the client: real time, far inside the 2 s idle timeout. (An idle_timeout here at
+                # the session's end was a bug: which limit timed out was read from the clock.)
+                await asyncio.sleep(CHUNK_S)
+
+        sender = asyncio.create_task(keep_sending())
+        async with ws:
+            errors = await events_until(ws, "error", MAX_SESSION_S + 5)  # the limit is a timer: due on time
+            expired_after = time.monotonic() - opened
+            await asyncio.wait_for(ws.wait_closed(), 10)
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        return created["session"]["expires_at"] - opened_wall, expired_after, errors, ws.close_code
+
+    expires_in, expired_after, events, close_code = asyncio.run(session())
+    assert abs(expires_in - MAX_SESSION_S) <= 2, expires_in
+    assert events[-1]["error"]["code"] == "session_expired", events[-1]
+    assert expired_after >= MAX_SESSION_S - 0.5, expired_after
+    assert close_code == 1000
+
+
+@pytest.fixture(scope="module")
+def greedy() -> Iterator[ServerProcess]:
+    """``--realtime-beam-size 1`` (the default is a beam of 3, which ``server`` uses); its engine may be
+    killed (the shared server must not count a restart)."""
+    with running_server("--realtime-beam-size", "1") as srv:
+        yield srv
+
+
+def test_greedy_finals_read_the_clips(greedy: ServerProcess, dev_set: list[Clip]) -> None:
+    """``--realtime-beam-size 1``: each committed turn's final is decoded greedily (it asks the engine for a
+    beam of 1: voxlane_realtime_decodes_total), and the finals read the clips about as well as the batch
     endpoint does."""
     clips = sorted(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))[-3:]  # the most words
 
-    async def session(base_url: str) -> list[str]:
+    async def session() -> list[str]:
         transcripts = []
-        async with websockets.connect(base_url.replace("http://", "ws://") + "/v1/realtime?intent=transcription") as ws:
+        async with websockets.connect(ws_url(greedy)) as ws:
             await events_until(ws, "session.created")
             await ws.send(json.dumps(MANUAL))
             await events_until(ws, "session.updated")
@@ -440,22 +607,61 @@ def test_greedy_finals_read_the_clips(dev_set: list[Clip]) -> None:
                 for chunk in chunks(pcm16(clip)):
                     await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
                 await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-                events = await events_until(ws, "conversation.item.input_audio_transcription.completed")
+                events = await events_until(ws, COMPLETED)
                 transcripts.append(events[-1]["transcript"])
         return transcripts
 
-    with running_server("--realtime-beam-size", "1") as greedy:
-        transcripts = asyncio.run(session(greedy.base_url))
-        batch = [
-            httpx.post(
-                greedy.base_url + "/v1/audio/transcriptions",
-                files={"file": (clip.path.name, clip.path.read_bytes())},
-                data={"model": "whisper-1"},
-                timeout=60,
-            ).json()["text"]
-            for clip in clips
-        ]
+    before = decodes(greedy, "final", 1)
+    transcripts = asyncio.run(session())
+    assert decodes(greedy, "final", 1) == before + len(clips)  # one final a turn, each greedy
+    assert decodes(greedy, "final", 3) == 0
+    batch = [
+        httpx.post(
+            greedy.base_url + "/v1/audio/transcriptions",
+            files={"file": (clip.path.name, clip.path.read_bytes())},
+            data={"model": "whisper-1"},
+            timeout=60,
+        ).json()["text"]
+        for clip in clips
+    ]
     refs = [clip.text for clip in clips]
     print(f"WER live {wer(refs, transcripts):.3f}, batch {wer(refs, batch):.3f}: {transcripts} / {batch}")
     assert len(transcripts) == len(clips) and all(transcripts), transcripts
     assert wer(refs, transcripts) <= wer(refs, batch) + 0.1, (transcripts, batch)
+
+
+def test_an_engine_killed_mid_turn_fails_that_turn_and_the_session_goes_on(
+    greedy: ServerProcess, dev_set: list[Clip]
+) -> None:
+    """docs/realtime.md: an engine restart fails the decodes in flight with an error (engine_unavailable)
+    and ...failed; the session goes on. The engine is killed as soon as a turn is committed (its final, a
+    30 s window, takes a few hundred ms of the engine), and once a new engine serves, the same session's
+    next turn is transcribed."""
+    clip = max(short_clips(dev_set, 12), key=lambda c: len(c.text.split()))
+
+    async def turn(ws: Any) -> None:
+        for chunk in chunks(pcm16(clip)):
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+
+    async def session() -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+        async with websockets.connect(ws_url(greedy)) as ws:
+            await events_until(ws, "session.created")
+            await ws.send(json.dumps(MANUAL))
+            await events_until(ws, "session.updated")
+            await turn(ws)
+            item_id = (await events_until(ws, "input_audio_buffer.committed"))[-1]["item_id"]
+            os.kill(engine_pid(greedy), signal.SIGKILL)
+            # the supervisor notices a death in ~0.1 s and fails its streams at once: 15 s is only a bound
+            failed = await events_until(ws, "conversation.item.input_audio_transcription.failed", 15)
+            await asyncio.to_thread(wait_health, greedy, "ok", 120)  # a new engine serves
+            await turn(ws)
+            return item_id, failed, await events_until(ws, COMPLETED, 60)
+
+    item_id, failed, after = asyncio.run(session())
+    errors = [e for e in failed if e["type"] == "error"]
+    assert errors and errors[0]["error"]["code"] == "engine_unavailable", failed
+    assert COMPLETED not in [e["type"] for e in failed]
+    assert failed[-1]["item_id"] == item_id and failed[-1]["error"]["code"] == "engine_unavailable"
+    assert after[-1]["item_id"] != item_id
+    assert wer([clip.text], [after[-1]["transcript"]]) <= 0.35, after[-1]["transcript"]

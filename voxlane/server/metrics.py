@@ -117,6 +117,13 @@ class Metrics:
         self.realtime_partials = Counter(
             "voxlane_realtime_partials", "Partial decodes of live turns still open.", registry=registry
         )
+        self.realtime_decodes = Counter(
+            "voxlane_realtime_decodes",
+            "Decodes live sessions sent the engine, by kind ('partial' or 'final') and the beam size they asked "
+            "for (partials: 1; finals: --realtime-beam-size, or --beam-size when it is 0).",
+            ("kind", "beam_size"),
+            registry=registry,
+        )
         self.realtime_pause_decodes = Counter(
             "voxlane_realtime_pause_decodes",
             "Final decodes started at a pause of a live turn, by outcome: 'final' (the silence ended the turn: "

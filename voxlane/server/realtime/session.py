@@ -171,11 +171,16 @@ class RealtimeSession:
         ends_at = self._started + self.config.realtime_max_session_s
         try:
             while True:
-                timeout = min(self.config.realtime_idle_timeout_s, ends_at - time.monotonic())
+                left_s = ends_at - time.monotonic()
                 try:
-                    message = await asyncio.wait_for(self.ws.receive(), timeout=max(0.0, timeout))
+                    message = await asyncio.wait_for(
+                        self.ws.receive(), timeout=max(0.0, min(self.config.realtime_idle_timeout_s, left_s))
+                    )
                 except TimeoutError:
-                    expired = time.monotonic() >= ends_at
+                    # Which limit timed out is known from the timeout given, not from the clock after it: a
+                    # timer may fire a little early (uvloop's run on a cached millisecond clock), and a
+                    # session at its end was then told it was idle.
+                    expired = left_s <= self.config.realtime_idle_timeout_s
                     if not expired and self._completion is not None and not self._completion.done():
                         continue  # not idle while a turn's text is on its way
                     await self.error(
@@ -626,6 +631,8 @@ class RealtimeSession:
                 ),
                 features,
             )
+            beam_size = options.beam_size or self.config.engine.beam_size
+            self.state.metrics.realtime_decodes.labels("partial" if partial else "final", str(beam_size)).inc()
             async for result in stream.results(self.config.request_timeout_s):
                 if result.error:
                     raise VoxlaneError(f"transcription failed: {result.error}")
