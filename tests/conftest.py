@@ -131,10 +131,19 @@ class RayCluster:
     environment to the workers they start, and those to their children, so every process of the cluster
     carries it, even one whose parent died and left it to init (or a subreaper)."""
 
+    OWN_CLEANUP_OFF: ClassVar[dict[str, str]] = {
+        "RAY_process_group_cleanup_enabled": "0",
+        "RAY_kill_child_processes_on_worker_exit": "0",
+        "RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper": "0",
+    }
+    """Ray kills what a dead worker left behind (its process group, its children); off, so that the tests see
+    voxlane's own clean-up, the one every Ray version and setup gets (an engine dies with its replica, by its
+    parent-death signal)."""
+
     def __init__(self, num_cpus: int = 4) -> None:
         self.temp_dir = tempfile.mkdtemp(prefix="vxray-", dir="/tmp")  # short: Ray's socket paths have a limit
         self.address = f"127.0.0.1:{free_port()}"
-        self.env = {**os.environ, **self.RAY_LOOPBACK, self.MARK: self.temp_dir}
+        self.env = {**os.environ, **self.RAY_LOOPBACK, **self.OWN_CLEANUP_OFF, self.MARK: self.temp_dir}
         ray = str(Path(sys.executable).with_name("ray"))
         subprocess.run(
             [ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", self.address.split(":")[1],
