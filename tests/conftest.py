@@ -190,10 +190,11 @@ class RayCluster:
         found = {}
         for pid in self.processes():
             try:
-                if Path(f"/proc/{pid}/comm").read_text().startswith("voxlane-") and pid_alive(pid):
-                    found[pid] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
+                state, ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue  # gone meanwhile
+            if state != "Z" and _comm(pid).startswith("voxlane-"):
+                found[pid] = int(ppid)
         return found
 
     def engines(self) -> dict[int, int]:
