@@ -206,7 +206,8 @@ class RayCluster:
         deadline = time.monotonic() + timeout_s
         while (left := self.voxlane_children()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not left, f"voxlane processes outlived their Ray app: { {p: self.processes().get(p) for p in left} }"
+        found = {pid: (parent, self.processes().get(pid)) for pid, parent in left.items()}
+        assert not left, f"voxlane processes outlived their Ray app (pid: parent, command): {found}"
 
     def stop(self) -> list[str]:
         """End every process of the cluster (SIGTERM, then SIGKILL); return those still alive (none, or a bug)."""
