@@ -205,9 +205,11 @@ def test_scale_down_drains_the_replica_it_removes(ray_voxlane, cluster, dev_set)
     old_logs = set(_serve_logs(cluster, f"replica_voxlane_{ENGINE}_*.log"))
     # The autoscaler wants 1 replica from the start; it removes one --downscale-delay-s after the first is
     # running. 10 s: the second is running by then (up to 5 s after the first, measured under load) and has
-    # been given some of the load.
+    # been given some of the load. The drain may take 60 s (default 30): the removed replica holds 10 or so
+    # window calls (one took up to 4.5 s under load here), and a busy machine should not turn this test into
+    # one of the drain's time limit.
     flags = ("--replicas", "2", "--min-replicas", "1", "--max-replicas", "2", "--target-ongoing-requests", "100")
-    with ray_server(cluster, *flags, "--downscale-delay-s", "10") as srv:
+    with ray_server(cluster, *flags, "--downscale-delay-s", "10", "--drain-timeout-s", "60") as srv:
         replicas = cluster.replica_pids(ENGINE)
         assert len(replicas) == 2
         # Three clients, each sending the longest clip (6 windows) again as soon as it is answered: several
