@@ -204,12 +204,13 @@ def test_scale_down_drains_the_replica_it_removes(ray_voxlane, cluster, dev_set)
     assert cluster.replica_pids(ENGINE) == []
     old_logs = set(_serve_logs(cluster, f"replica_voxlane_{ENGINE}_*.log"))
     # The autoscaler wants 1 replica from the start; it removes one --downscale-delay-s after the first is
-    # running. 10 s: the second is running by then (up to 5 s after the first, measured under load) and has
-    # been given some of the load. The drain may take 60 s (default 30): the removed replica holds 10 or so
+    # running, and the newest running one (Ray's choice). 20 s: the second has been running and given part of
+    # the load for a while by then (it came up to 10 s after the first under load here; with 10 s, Ray once
+    # removed it before it had a call). The drain may take 60 s (default 30): the removed replica holds 10 or so
     # window calls (one took up to 4.5 s under load here), and a busy machine should not turn this test into
     # one of the drain's time limit.
     flags = ("--replicas", "2", "--min-replicas", "1", "--max-replicas", "2", "--target-ongoing-requests", "100")
-    with ray_server(cluster, *flags, "--downscale-delay-s", "10", "--drain-timeout-s", "60") as srv:
+    with ray_server(cluster, *flags, "--downscale-delay-s", "20", "--drain-timeout-s", "60") as srv:
         replicas = cluster.replica_pids(ENGINE)
         assert len(replicas) == 2
         # Three clients, each sending the longest clip (6 windows) again as soon as it is answered: several
@@ -258,6 +259,12 @@ class Removal:
     """Its state when the controller began to stop it (RUNNING: it was serving)."""
     calls_after: int
     """Calls it finished (OK) after that: those it held when its drain began."""
+    calls_before: int
+    """Calls it finished before."""
+    running_at: str
+    """When it finished initializing (its log), or ''."""
+    stopping_at: str
+    """When the controller began to stop it."""
 
 
 _LOG_TIME = re.compile(r"^\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -283,10 +290,10 @@ def _removal(cluster: RayCluster, replica_logs: set[Path]) -> Removal:
             match = _STOPPING.search(line)
             if match and match[1] in by_id:
                 began = _log_time(line)
-                calls = [
-                    call
-                    for call in by_id[match[1]].read_text(errors="replace").splitlines()
-                    if "CALL window OK" in call and _log_time(call) >= began
-                ]
-                return Removal(match[1], match[2], len(calls))
+                lines = by_id[match[1]].read_text(errors="replace").splitlines()
+                calls = [_log_time(call) >= began for call in lines if "CALL window OK" in call]
+                running = [_log_time(x) for x in lines if "Finished initializing replica" in x]
+                return Removal(
+                    match[1], match[2], sum(calls), calls.count(False), str(running[0]) if running else "", str(began)
+                )
     pytest.fail(f"Ray's controller log does not say it stopped any of {sorted(by_id)}")
