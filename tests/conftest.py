@@ -126,11 +126,24 @@ class RayCluster:
     address), in its own temporary directory; ``stop`` ends every process it started, by pid."""
 
     RAY_LOOPBACK: ClassVar[dict[str, str]] = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    MARK: ClassVar[str] = "VOXLANE_TEST_RAY_CLUSTER"
+    """Set to the cluster's temporary directory in the environment of ``ray start``: Ray's daemons pass their
+    environment to the workers they start, and those to their children, so every process of the cluster
+    carries it, even one whose parent died and left it to init (or a subreaper)."""
+
+    OWN_CLEANUP_OFF: ClassVar[dict[str, str]] = {
+        "RAY_process_group_cleanup_enabled": "0",
+        "RAY_kill_child_processes_on_worker_exit": "0",
+        "RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper": "0",
+    }
+    """Ray kills what a dead worker left behind (its process group, its children); off, so that the tests see
+    voxlane's own clean-up, the one every Ray version and setup gets (an engine dies with its replica, by its
+    parent-death signal)."""
 
     def __init__(self, num_cpus: int = 4) -> None:
         self.temp_dir = tempfile.mkdtemp(prefix="vxray-", dir="/tmp")  # short: Ray's socket paths have a limit
         self.address = f"127.0.0.1:{free_port()}"
-        self.env = {**os.environ, **self.RAY_LOOPBACK}
+        self.env = {**os.environ, **self.RAY_LOOPBACK, **self.OWN_CLEANUP_OFF, self.MARK: self.temp_dir}
         ray = str(Path(sys.executable).with_name("ray"))
         subprocess.run(
             [ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", self.address.split(":")[1],
@@ -141,17 +154,24 @@ class RayCluster:
 
     def processes(self) -> dict[int, str]:
         """pid -> command line of every live process of this cluster: those started with its temporary
-        directory on their command line (GCS, raylet, monitors) and all their descendants (workers, engines)."""
+        directory on their command line (GCS, raylet, monitors) or with its ``MARK`` in their environment
+        (everything Ray started, and what that started: found even when reparented), and all their
+        descendants."""
+        mark = f"{self.MARK}={self.temp_dir}".encode()
         procs: dict[int, tuple[int, str]] = {}
+        marked = set()
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
                     cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                     ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    if mark in (entry / "environ").read_bytes().split(b"\0"):
+                        marked.add(int(entry.name))
                 except (OSError, ValueError, IndexError):
                     continue
                 procs[int(entry.name)] = (ppid, cmdline)
-        ours = {pid for pid, (_, cmd) in procs.items() if self.temp_dir in cmd and pid != os.getpid()}
+        ours = {pid for pid, (_, cmd) in procs.items() if self.temp_dir in cmd} | (marked & procs.keys())
+        ours -= {os.getpid()}
         grown = True
         while grown:
             children = {pid for pid, (ppid, _) in procs.items() if ppid in ours} - ours
@@ -164,6 +184,31 @@ class RayCluster:
         title = f"ray::ServeReplica:voxlane:{deployment}"
         return sorted(pid for pid, cmd in self.processes().items() if cmd.startswith(title))
 
+    def voxlane_children(self) -> dict[int, int]:
+        """pid -> parent pid of the live voxlane child processes of this cluster (engines, the ingress's
+        worker pools: named ``voxlane-*``), wherever their parent is."""
+        found = {}
+        for pid in self.processes():
+            try:
+                state, ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue  # gone meanwhile
+            if state != "Z" and _comm(pid).startswith("voxlane-"):
+                found[pid] = int(ppid)
+        return found
+
+    def engines(self) -> dict[int, int]:
+        """pid -> parent pid of the live engine processes of this cluster (one per engine replica)."""
+        return {pid: ppid for pid, ppid in self.voxlane_children().items() if _comm(pid) == "voxlane-engine"}
+
+    def wait_without_voxlane_children(self, timeout_s: float = 30.0) -> None:
+        """Until no voxlane child process of this cluster is left (the app is gone), else fail."""
+        deadline = time.monotonic() + timeout_s
+        while (left := self.voxlane_children()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        found = {pid: (parent, self.processes().get(pid)) for pid, parent in left.items()}
+        assert not left, f"voxlane processes outlived their Ray app (pid: parent, command): {found}"
+
     def stop(self) -> list[str]:
         """End every process of the cluster (SIGTERM, then SIGKILL); return those still alive (none, or a bug)."""
         procs = self.processes()
@@ -174,12 +219,19 @@ class RayCluster:
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in procs):
                 time.sleep(0.1)
-        left = [cmd for pid, cmd in procs.items() if _alive(pid)]
+        left = [cmd for pid, cmd in procs.items() if pid_alive(pid)]
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         return left
 
 
-def _alive(pid: int) -> bool:
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def pid_alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -189,11 +241,13 @@ def _alive(pid: int) -> bool:
 
 @contextmanager
 def ray_server(cluster: RayCluster, *flags: str) -> Iterator[ServerProcess]:
-    """``voxlane serve --ray-address`` on ``cluster``: one CPU per engine replica, so that two fit on two cores."""
+    """``voxlane serve --ray-address`` on ``cluster``: one CPU per engine replica, so that two fit on two cores.
+    Once it has stopped, none of its engines or worker processes may be left on the cluster."""
     with running_server(
         "--ray-address", cluster.address, "--cpus-per-replica", "1", *flags, env=cluster.RAY_LOOPBACK
     ) as srv:
         yield srv
+    cluster.wait_without_voxlane_children()
 
 
 @pytest.fixture(scope="session")
