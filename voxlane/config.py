@@ -147,6 +147,14 @@ class EngineConfig:
     """On: a 30 s window's encoder pass 363 -> 286 ms on 1 thread and 208 -> 135 ms on 2 (no page faults
     after the first window), and the engine's resident memory stays at its peak (docs/engine-config.md)."""
     beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
+    pack_short_s: float = setting(
+        0.0,
+        "windows whose audio lasts at most this many seconds (short requests, the last window of a long one) "
+        "share encoder passes when several are batched, each decoded on its own (CPU); 0 = off",
+        minimum=0.0,
+        maximum=14.0,
+    )
+    """runners/packing.py; docs/asr-engine.md, third round."""
     short_window_pad_s: float = setting(
         0.0,
         "seconds of silence after the audio of a window that ends sooner than 30 s; it is encoded on that much "

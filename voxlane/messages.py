@@ -136,6 +136,10 @@ class WindowResult(msgspec.Struct, tag="result"):
     error: str | None = None
     passes: int = 1
     """Decode passes the window took (more than 1 when its decode stopped early and was continued)."""
+    packed: bool = False
+    """The window shared an encoder pass with other short windows (``--pack-short-s``)."""
+    unpacked_retry: bool = False
+    """Its packed decode read too little for its audio and it was decoded again on its own."""
 
 
 class SpeechAudio(msgspec.Struct, tag="audio"):

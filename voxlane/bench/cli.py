@@ -236,19 +236,13 @@ def _check_model(flag: str, model: str) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from voxlane.bench import report, runner, server_counters
+    from voxlane.bench import report, runner
     from voxlane.bench.options import options_from_args
 
     opts = options_from_args(args)
     items = runner.load_inputs(opts)
-    headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
-    before = server_counters.scrape(opts.base_url, headers) if opts.backend == "openai-audio" else None
     outcome = runner.run(opts, items)
     result = report.summarise(opts, outcome)
-    if before is not None:
-        result["server_windows"] = server_counters.window_figures(
-            before, server_counters.scrape(opts.base_url, headers)
-        )
     print(report.format_result(result))
     if opts.save_result or opts.save_detailed or opts.result_filename:
         path = report.save_json(result, opts.result_dir, opts.result_filename or report.default_filename(result))

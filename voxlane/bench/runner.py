@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from voxlane.bench import server_counters
 from voxlane.bench.backends import RequestOutput, RequestSpec, finish, prepare, request_fn, transcribe
 from voxlane.bench.datasets import AudioSample, load_audio_dataset, load_text_dataset, request_order
 from voxlane.bench.health_probe import HealthProbe, ProbeResult
@@ -44,6 +45,8 @@ class RunOutcome:
     ready_error: str
     dataset_size: int
     asr_outputs: list[RequestOutput] | None = None
+    server_windows: dict[str, Any] | None = None
+    """The server's Whisper windows over the timed run (bench/server_counters.py; transcription only)."""
 
 
 def load_inputs(opts: BenchOptions) -> list[Any]:
@@ -109,6 +112,8 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
                 if progress is not None:
                     progress.update(1)
 
+        counting = opts.backend == "openai-audio"
+        before = await asyncio.to_thread(server_counters.scrape, opts.base_url, headers) if counting else None
         if probe:
             probe.start()
         cpu0, proc0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
@@ -117,6 +122,7 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
         await asyncio.gather(*workers)
         wall = time.perf_counter() - t0
         cpu, proc = time.thread_time() - cpu0, time.process_time() - proc0
+    after = await asyncio.to_thread(server_counters.scrape, opts.base_url, headers) if before is not None else None
     probe_result = probe.stop() if probe else None
     if progress is not None:
         progress.close()
@@ -124,6 +130,7 @@ async def _run(opts: BenchOptions, items: Sequence[Any]) -> RunOutcome:
     for o in done:
         finish(o)
     outcome = RunOutcome(done, wall, cpu, proc, probe_result, ready, ready_error, len(items))
+    outcome.server_windows = server_counters.window_figures(before, after)
     if opts.asr_check_url:
         outcome.asr_outputs = await _asr_check(opts, done, headers)
     return outcome

@@ -37,6 +37,9 @@ class WindowPass:
     """Passes over this window that ran before this one (0: the window's first decode)."""
     earlier: list[Segment] = field(default_factory=list)
     """Segments the earlier passes decoded; the window's result is these plus this pass's."""
+    packed: bool = field(default=False, init=False)
+    """Set by the runner for the decode under way: the window shared an encoder pass with other windows
+    (runners/packing.py) and is decoded without timestamp tokens."""
 
     @property
     def request_id(self) -> str:
@@ -74,6 +77,21 @@ class WindowPass:
         return dataclasses.replace(
             self, msg=msg, features=features, passes=self.passes + 1, earlier=self.earlier + segments
         )
+
+
+def is_packable(work: WindowPass, pack_frames: int) -> bool:
+    """Whether a window may share an encoder pass (``--pack-short-s``): the first pass of a transcription's
+    window (not live work: its partials come cut, its finals read on from a forced context) whose audio lasts
+    at most ``pack_frames``, and that asks for no word timestamps or logprobs (their alignment pass reads
+    the window's timing from its start)."""
+    options = work.msg.options
+    return (
+        pack_frames > 0
+        and work.msg.deadline_s is None
+        and work.passes == 0
+        and work.msg.n_frames <= pack_frames
+        and not (options.word_timestamps or options.logprobs or options.prefix)
+    )
 
 
 def is_short(work: WindowPass, pad_frames: int) -> bool:

@@ -35,8 +35,10 @@ from faster_whisper.transcribe import merge_punctuations
 from voxlane.audio.features import FRAMES_PER_SECOND, N_FRAMES, pad_frames
 from voxlane.config import EngineConfig
 from voxlane.messages import Segment, TokenLogprob, TranscribeOptions, WindowRequest, WindowResult, Word
-from voxlane.runners.base import WindowOutput, WindowPass, is_short
+from voxlane.runners import packing
+from voxlane.runners.base import WindowOutput, WindowPass, is_packable, is_short
 from voxlane.runners.cuda import place
+from voxlane.runners.packing import SilenceEncodings
 from voxlane.text.repeats import cut_repeats
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,7 @@ class WhisperRunner:
         doubt_beam_size: int = 0,
         doubt_log_prob: float = -0.5,
         short_pad_frames: int = 0,
+        pack_frames: int = 0,
     ) -> None:
         self.model = model
         """Encodes the features."""
@@ -140,6 +143,10 @@ class WhisperRunner:
         self.doubt_log_prob = doubt_log_prob
         self.short_pad_frames = short_pad_frames
         """Frames of silence after a short window's audio (``is_short``); 0: every window is 30 s."""
+        self.pack_frames = pack_frames if model.device == "cpu" else 0
+        """Windows with at most this many frames of audio may share an encoder pass (runners/packing.py); 0:
+        none do. On the CPU only: splicing encoder outputs goes through host memory."""
+        self.silence = SilenceEncodings(self._encode_array, n_mels)
         self.is_multilingual = model.is_multilingual
         self.n_mels = n_mels
 
@@ -178,6 +185,7 @@ class WhisperRunner:
             config.doubt_beam_size,
             config.doubt_log_prob,
             round(config.short_window_pad_s * FRAMES_PER_SECOND),
+            round(config.pack_short_s * FRAMES_PER_SECOND),
         )
         if config.device == "cuda":
             runner.warm_up(config.max_batch_size, config.warm_up_beam_sizes)
@@ -233,6 +241,10 @@ class WhisperRunner:
             )
         return (*prompt, *tok.sot_sequence)
 
+    def _no_timestamps(self, work: WindowPass, language: str) -> tuple[int, ...]:
+        """<|notimestamps|> for a packed window (runners/packing.py), nothing for the others."""
+        return (self.tokenizer(work.options.task, language).no_timestamps,) if work.packed else ()
+
     @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
     def _prefix_tokens(self, task: str, language: str, prefix: str) -> tuple[int, ...]:
         """A forced prefix's tokens (``TranscribeOptions.prefix``). CTranslate2 forces them one decoder
@@ -273,15 +285,29 @@ class WhisperRunner:
                 self._running -= 1
 
     def _run(
-        self, batch: Sequence[WindowPass], features: np.ndarray, encoder: ctranslate2.models.Whisper
+        self,
+        batch: Sequence[WindowPass],
+        features: np.ndarray,
+        encoder: ctranslate2.models.Whisper,
+        may_pack: bool = True,
     ) -> list[WindowOutput]:
-        encoded = encoder.encode(ctranslate2.StorageView.from_array(features))
+        encoded = self._encode(batch, features, encoder, may_pack)
         languages = self._languages(batch, encoded)
         decoded = self._generate(batch, encoded, languages)
+        thin = [
+            i for i, (w, d) in enumerate(zip(batch, decoded)) if w.packed and packing.thin(d.text, w.msg.duration_s)
+        ]
+        if thin:
+            # A packed decode that stopped short, or read nothing: decode the window again on its own.
+            retried = self._run([batch[i] for i in thin], features[thin], encoder, may_pack=False)
         outputs = []
         for work, language, result in zip(batch, languages, decoded):
             segments, resume_s = self._segments(work, language, result)
-            outputs.append(WindowOutput(WindowResult(work.request_id, work.msg.index, language, segments), resume_s))
+            result_msg = WindowResult(work.request_id, work.msg.index, language, segments, packed=work.packed)
+            outputs.append(WindowOutput(result_msg, resume_s))
+        for i, again in zip(thin, retried if thin else []):
+            again.result.unpacked_retry = True
+            outputs[i] = again
         results = [o.result for o in outputs]
         aligned = [
             i for i, w in enumerate(batch) if (w.options.word_timestamps or w.options.logprobs) and results[i].segments
@@ -294,6 +320,42 @@ class WhisperRunner:
                 [languages[i] for i in aligned],
             )
         return outputs
+
+    def _encode(
+        self,
+        batch: Sequence[WindowPass],
+        features: np.ndarray,
+        encoder: ctranslate2.models.Whisper,
+        may_pack: bool = True,
+    ) -> ctranslate2.StorageView:
+        """The encoder's output for each window of the batch. Short windows share passes where two or more
+        fit one 30 s window (runners/packing.py): each gets the pack's output over its own frames, spliced
+        into the output for silence, and is marked ``packed`` for its decode."""
+        for w in batch:
+            w.packed = False
+        packable = [i for i, w in enumerate(batch) if is_packable(w, self.pack_frames)]
+        if features.shape[-1] != N_FRAMES or not may_pack:  # cut to their audio (--short-window-pad-s), or a retry
+            packable = []
+        packs = [p for p in packing.plan([batch[i].msg.n_frames for i in packable]) if len(p) > 1]
+        if not packs:
+            return encoder.encode(ctranslate2.StorageView.from_array(features))
+        members = [[packable[k] for k in p] for p in packs]
+        packed = {i for m in members for i in m}
+        alone = [i for i in range(len(batch)) if i not in packed]
+        built = [packing.pack_features([(features[i], batch[i].msg.n_frames) for i in m]) for m in members]
+        rows = np.concatenate([features[alone], np.stack([b[0] for b in built])])
+        out = np.asarray(encoder.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(rows))))
+        spliced = np.empty((len(batch), *out.shape[1:]), dtype=out.dtype)
+        spliced[alone] = out[: len(alone)]
+        for k, (m, (_, floor, spans)) in enumerate(zip(members, built)):
+            silence = self.silence(floor)
+            for i, span in zip(m, spans):
+                spliced[i] = packing.splice(out[len(alone) + k], silence, span)
+                batch[i].packed = True
+        return ctranslate2.StorageView.from_array(spliced)
+
+    def _encode_array(self, features: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.encode(ctranslate2.StorageView.from_array(features)))
 
     def _languages(self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView) -> list[str]:
         languages = [w.options.language or "en" for w in batch]
@@ -309,7 +371,9 @@ class WhisperRunner:
     def _generate(
         self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView, languages: list[str]
     ) -> list[_Decoded]:
-        prompts = [list(self._prompt_tokens(lang, w.options)) for w, lang in zip(batch, languages)]
+        prompts = [
+            [*self._prompt_tokens(lang, w.options), *self._no_timestamps(w, lang)] for w, lang in zip(batch, languages)
+        ]
         temperature = batch[0].options.temperature  # the scheduler batches one temperature together
         best = self._decode_once(encoded, list(range(len(batch))), prompts, languages, batch, temperature)
         if temperature > 0:
@@ -420,7 +484,7 @@ class WhisperRunner:
             # A partial's few seconds hold a few words: a decode that loops (more likely on features cut
             # to the audio) stops early instead of running to 448 tokens.
             max_length = min(MAX_LENGTH, len(prompts[0]) + PARTIAL_TOKENS_PER_S * math.ceil(longest_s) + 8)
-        elif all(is_short(w, self.short_pad_frames) for w in batch):
+        elif all(is_short(w, self.short_pad_frames) or w.packed for w in batch):
             max_length = min(MAX_LENGTH, len(prompts[0]) + SHORT_TOKENS_PER_S * math.ceil(longest_s) + 8)
         outputs = self.decoder.generate(
             encoded,
