@@ -1,10 +1,12 @@
 """What current openai clients send and expect (docs/openai-compatibility.md), through the official SDK:
-token log-probabilities, token usage at the end of a stream, keywords, the voice object, instructions, CORS."""
+token log-probabilities, token usage at the end of a stream, keywords, the voice object, instructions, CORS,
+and the Realtime transcription session's G.711 input, semantic_vad, noise_reduction, logprobs and item events."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import statistics
@@ -17,6 +19,7 @@ import numpy as np
 import openai
 import pytest
 import soundfile as sf
+from openai import AsyncOpenAI
 
 from tests.conftest import DEV_DIR, ServerProcess, running_server
 
@@ -187,36 +190,40 @@ def _clip_pcm(path: Path, rate: int) -> np.ndarray:
     return (np.clip(resamplers.resample(samples, 16000, rate), -1, 1) * 32767).astype(np.int16)
 
 
-async def _events_until(ws, last: str, timeout_s: float = 60.0) -> list[dict]:
+async def _events_until(conn, last: str, timeout_s: float = 60.0) -> list[dict]:
+    """Events from the openai SDK's realtime connection, as the JSON the server sent, up to ``last``."""
     seen = []
     async with asyncio.timeout(timeout_s):
-        while True:
-            seen.append(json.loads(await ws.recv()))
+        async for event in conn:
+            seen.append(event.model_dump(exclude_unset=True))
             if seen[-1]["type"] == "error":
                 pytest.fail(f"error event: {seen[-1]['error']}")
             if seen[-1]["type"] == last:
                 return seen
+    raise AssertionError(f"the connection closed before {last}")
 
 
-def _ws_url(server: ServerProcess) -> str:
-    return server.base_url.replace("http://", "ws://") + "/v1/realtime?intent=transcription"
+@contextlib.asynccontextmanager
+async def _connect(server: ServerProcess, update: dict):
+    """The openai SDK's realtime client on a transcription session that took ``update``; yields the connection
+    and the events up to ``session.updated``."""
+    sdk = AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+    async with sdk.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        await _events_until(conn, "session.created")
+        await conn.session.update(session={"type": "transcription", **update})
+        yield conn, await _events_until(conn, "session.updated")
 
 
 async def _session(server: ServerProcess, update: dict, chunks: list[bytes], last: str | None) -> list[dict]:
     """Events of a session that takes ``update``, then the chunks, then a commit, up to ``last`` (None: only
     what the update is answered with)."""
-    import websockets
-
-    async with websockets.connect(_ws_url(server)) as ws:
-        await _events_until(ws, "session.created")
-        await ws.send(json.dumps({"type": "session.update", "session": {"type": "transcription", **update}}))
-        seen = await _events_until(ws, "session.updated")
+    async with _connect(server, update) as (conn, seen):
         if last is None:
             return seen
         for chunk in chunks:
-            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()}))
-        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-        return seen + await _events_until(ws, last)
+            await conn.input_audio_buffer.append(audio=base64.b64encode(chunk).decode())
+        await conn.input_audio_buffer.commit()
+        return seen + await _events_until(conn, last)
 
 
 def test_realtime_takes_g711_mu_law_and_returns_logprobs_and_ga_item_events(server: ServerProcess) -> None:
@@ -258,20 +265,13 @@ def test_realtime_semantic_vad_waits_the_silence_its_eagerness_names(server: Ser
         update = {"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": eagerness}}}}
 
         async def go() -> list[dict]:
-            import websockets
-
-            async with websockets.connect(_ws_url(server)) as ws:
-                await _events_until(ws, "session.created")
-                await ws.send(json.dumps({"type": "session.update", "session": {"type": "transcription", **update}}))
-                seen = await _events_until(ws, "session.updated")
+            async with _connect(server, update) as (conn, seen):
                 for chunk in chunks:
-                    await ws.send(
-                        json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()})
-                    )
+                    await conn.input_audio_buffer.append(audio=base64.b64encode(chunk).decode())
                 # The server answers every append in order: a clear after the audio is answered after it, so
                 # every speech event the audio caused has been sent before 'cleared'.
-                await ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
-                return seen + await _events_until(ws, "input_audio_buffer.cleared")
+                await conn.input_audio_buffer.clear()
+                return seen + await _events_until(conn, "input_audio_buffer.cleared")
 
         return asyncio.run(go())
 
