@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -30,6 +31,17 @@ def run_until_idle(core: EngineCore, timeout_s: float = 5.0) -> list[WindowResul
             return out
         time.sleep(0.002)
     raise AssertionError("engine did not go idle")
+
+
+def step_until(core: EngineCore, done: Callable[[], bool], timeout_s: float = 5.0) -> list[WindowResult]:
+    """Step the engine until ``done()`` (the workers run on threads of their own); the results on the way."""
+    out: list[WindowResult] = []
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "the engine never got there"
+        out += core.step(time.monotonic())
+        time.sleep(0.001)  # paces the polling
+    return out
 
 
 def make_core(runner: FakeRunner, **overrides: object) -> EngineCore:
@@ -138,8 +150,7 @@ def test_a_continuation_of_an_aborted_request_is_dropped() -> None:
     core = make_core(runner)
     core.add_window(msg("gone", 0, 1), FEATURES, time.monotonic())
     core.step(time.monotonic())  # the first pass is running
-    time.sleep(0.05)
-    core.step(time.monotonic())  # its continuation is queued (and maybe running)
+    step_until(core, lambda: core.continuations == 1)  # it stopped early: its continuation is queued
     core.abort("gone")
     assert run_until_idle(core) == []
     assert len(core.scheduler) == 0

@@ -151,7 +151,8 @@ def test_the_engines_death_fails_every_open_stream() -> None:
             probe = asyncio.ensure_future(client.probe_voice("/m.onnx", "/m.onnx.json", timeout_s=30))
             assert isinstance(await engine.recv(), ProbeVoice)
             readers = [asyncio.ensure_future(collect(s.results(30))) for s in (asr, tts)]
-            await asyncio.sleep(0.05)
+            for _ in range(5):  # loop steps, not time: the readers reach their wait for results
+                await asyncio.sleep(0)
             assert isinstance(client.process, FakeProcess)
             client.process.dead = True
             outcomes = await asyncio.wait_for(asyncio.gather(*readers, probe, return_exceptions=True), 5)

@@ -64,10 +64,12 @@ def test_watchdog_reports_a_blocked_loop_with_where_it_was(caplog) -> None:
         probe = asyncio.create_task(monitor.run())
         watchdog = LoopWatchdog(monitor, 0.04, threading.current_thread())
         watchdog.start()
-        await asyncio.sleep(0.1)  # all is well: no report
+        await asyncio.sleep(0.1)  # the scenario: 0.1 s of a loop that is well, which must give no report
         assert not monitor.reports
         block_the_loop_for_a_while()
-        await asyncio.sleep(0.1)
+        async with asyncio.timeout(5):
+            while not monitor.reports:  # the monitor reports the stall once the loop runs again
+                await asyncio.sleep(0.01)
         watchdog.stop()
         probe.cancel()
 
