@@ -137,10 +137,16 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
     doomed = [pid for pid, parent in engines.items() if parent == replicas[0]]
     assert len(doomed) == 1, (replicas, engines)  # each replica runs one engine process
     long_clip = max(dev_set, key=lambda c: c.duration_s)  # several 30 s windows, spread over both replicas
+    cpu_before = _cpu_s(doomed[0])
     with ThreadPoolExecutor(6) as pool:
         futures = [pool.submit(_transcribe, ray_voxlane, long_clip) for _ in range(6)]
         _wait_for_windows_in_flight(ray_voxlane, 18)
-        time.sleep(3.0)  # admitted windows are sent as the audio pool computes their features
+        # Admitted windows reach the replicas as the audio pool computes their features: kill the replica
+        # once its engine is working on them (a second of CPU: several windows' encoder passes).
+        deadline = time.monotonic() + 60
+        while _cpu_s(doomed[0]) - cpu_before < 1.0:
+            assert time.monotonic() < deadline, "the replica's engine never worked on a window"
+            time.sleep(0.1)  # paces the polling
         os.kill(replicas[0], signal.SIGKILL)
         killed_at = time.monotonic()
         results = [f.result(timeout=120) for f in futures]
@@ -184,6 +190,12 @@ def _wait_gone(pid: int, what: str, timeout_s: float = 10.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"{what} ({pid}) is still alive {timeout_s:.0f} s later: it outlived its replica")
         time.sleep(0.1)
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) a process has used (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _wait_for_windows_in_flight(srv: ServerProcess, count: int, timeout_s: float = 60.0) -> None:
