@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MODEL_NAME = "whisper-tiny.en"
-# Names that clients hard-code for "the server's Whisper model".
-MODEL_ALIASES = ("whisper-1",)
+# Names that clients hard-code for "the server's Whisper model": OpenAI's transcription models.
+MODEL_ALIASES = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe")
 
 # The defaults that depend on the machine, computed here once. --help and the README show the rule.
 AUDIO_PREPROCESS_WORKERS_DEFAULT = min(os.cpu_count() or 1, 2)

@@ -167,7 +167,7 @@ class SpeechRequest(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     model: str = Field(examples=["tts-1"])
-    """``piper``, or one of its aliases ``tts-1``, ``tts-1-hd``."""
+    """``piper``, or one of its aliases ``tts-1``, ``tts-1-hd``, ``gpt-4o-mini-tts``."""
     input: str = Field(examples=["Hello there."])
     """The text to speak; at most ``--max-speech-input-chars`` characters."""
     voice: str = Field(examples=["joe"], json_schema_extra=_voice_schema)

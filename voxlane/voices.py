@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_VOICE = "joe"
 SPEECH_MODEL = "piper"
-SPEECH_MODEL_ALIASES = ("tts-1", "tts-1-hd")
+SPEECH_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+"""OpenAI's speech models: clients hard-code them for "the server's speech model"."""
 OPENAI_VOICES = (
     "alloy",
     "ash",

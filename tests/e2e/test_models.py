@@ -27,7 +27,15 @@ def test_the_list_holds_every_model_and_alias_with_its_kind(client) -> None:
     assert all(isinstance(m.created, int) and m.created > 0 for m in models)
 
 
-@pytest.mark.parametrize(("model_id", "kind"), [("tts-1", "speech"), ("whisper-1", "transcription")])
+@pytest.mark.parametrize(
+    ("model_id", "kind"),
+    [
+        ("tts-1", "speech"),
+        ("gpt-4o-mini-tts", "speech"),
+        ("whisper-1", "transcription"),
+        ("gpt-4o-transcribe", "transcription"),
+    ],
+)
 def test_retrieve_answers_for_the_id_sent(client, model_id: str, kind: str) -> None:
     model = client.models.retrieve(model_id)
     assert (model.id, model.object, model.kind) == (model_id, "model", kind)
@@ -46,8 +54,8 @@ def test_every_listed_id_is_accepted_by_its_endpoint(client, dev_set) -> None:
 
 def test_an_unknown_model_is_a_404_that_lists_the_ids(client) -> None:
     with pytest.raises(openai.NotFoundError) as exc:
-        client.models.retrieve("gpt-4o-transcribe")
+        client.models.retrieve("gpt-5-transcribe")
     error = exc.value.body
     assert isinstance(error, dict)
     assert (error["type"], error["code"], error["param"]) == ("invalid_request_error", "model_not_found", "model")
-    assert "gpt-4o-transcribe" in error["message"] and "tts-1" in error["message"]
+    assert "gpt-5-transcribe" in error["message"] and "tts-1" in error["message"]

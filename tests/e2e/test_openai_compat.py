@@ -107,7 +107,7 @@ def test_keywords_steer_the_spelling_of_names_and_languages_is_accepted(client) 
 def test_speech_takes_the_voice_as_an_object_and_accepts_instructions(client) -> None:
     text = "Good morning, and welcome."
     by_object = client.audio.speech.create(
-        model="tts-1", voice={"id": "joe"}, input=text, response_format="wav", instructions="Speak calmly."
+        model="gpt-4o-mini-tts", voice={"id": "joe"}, input=text, response_format="wav", instructions="Speak calmly."
     )
     with av.open(io.BytesIO(by_object.content)) as container:
         assert sum(f.samples for f in container.decode(audio=0)) > 0.5 * container.streams.audio[0].rate
