@@ -67,10 +67,18 @@ class TranscriptionRequest(BaseModel):
     ``json`` response and in the stream's events; with ``response_format=json`` only, as OpenAI's."""
     keywords: list[str] = Field(default_factory=list, max_length=100)
     """Words and names to expect (OpenAI's field for its newer models): voxlane puts them in the decoder's
-    prompt, before ``prompt``'s text (docs/openai-compatibility.md)."""
+    prompt, before ``prompt``'s text (docs/openai-compatibility.md); at most 100, of 4,096 characters in all,
+    as ``prompt``."""
     languages: list[str] = Field(default_factory=list)
     """Accepted for OpenAI's clients; Whisper decodes one language per request (``language``), so this is
     ignored (docs/openai-compatibility.md)."""
+
+    @field_validator("keywords")
+    @classmethod
+    def _keywords_fit_a_prompt(cls, value: list[str]) -> list[str]:
+        if sum(len(k) for k in value) > 4096:
+            raise ValueError("the keywords hold more than 4096 characters in all; send fewer or shorter ones")
+        return value
 
     @field_validator("language")
     @classmethod

@@ -102,6 +102,9 @@ def test_keywords_steer_the_spelling_of_names_and_languages_is_accepted(client) 
     )
     assert "Aligner" not in plain.text  # the bundled model alone mishears it
     assert "Montreal Forced Aligner" in steered.text
+    with pytest.raises(openai.BadRequestError) as err:  # as long as a prompt may be, no longer
+        client.audio.transcriptions.create(model="whisper-1", file=NAMES.open("rb"), keywords=["word " * 100] * 9)
+    assert err.value.body["param"] == "keywords" and "4096 characters" in err.value.body["message"]
 
 
 def test_speech_takes_the_voice_as_an_object_and_accepts_instructions(client) -> None:

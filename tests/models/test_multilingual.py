@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import Clip, ServerProcess, running_server
 from tests.wer import wer
+from voxlane.config import MODEL_ALIASES
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def multilingual_server(multilingual_model_dir: Path) -> Iterator[ServerProcess]
 def test_model_loaded_by_path_is_listed_by_its_name(multilingual_server: ServerProcess) -> None:
     models = httpx.get(multilingual_server.base_url + "/v1/models").json()["data"]
     assert {m["root"] for m in models if m["kind"] == "transcription"} == {"whisper-base"}
-    assert [m["id"] for m in models if m["kind"] == "transcription"] == ["whisper-base", "whisper-1"]
+    assert [m["id"] for m in models if m["kind"] == "transcription"] == ["whisper-base", *MODEL_ALIASES]
 
 
 def test_language_is_detected(multilingual_server: ServerProcess, dev_set: list[Clip]) -> None:
