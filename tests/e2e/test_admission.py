@@ -130,7 +130,9 @@ def test_past_the_queue_limit_requests_get_429_with_retry_after(dev_set) -> None
 
         client = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
         patient = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=5, timeout=120)
-        probe = HealthProbe(srv.base_url + "/health", interval_s=0.02)  # its own process, as in the benchmark
+        # Its own process, as in the benchmark; every 5 ms: the flood lasts about a second on an idle machine, and
+        # a p99 needs a few hundred probes not to be the one worst.
+        probe = HealthProbe(srv.base_url + "/health", interval_s=0.005)
         probe.start()
         try:
             with ThreadPoolExecutor(16) as pool:
@@ -162,7 +164,7 @@ def test_past_the_queue_limit_requests_get_429_with_retry_after(dev_set) -> None
         assert patient_outcomes == ["ok"] * 6
         # /health answered 200 to every probe (a 503 or a timeout is a failure), and fast, under the flood.
         assert health.failures == 0, health.first_errors
-        assert len(health_ms) >= 50, "too few probes to say anything about /health"
+        assert len(health_ms) >= 100, "too few probes to say anything about /health"
         assert p50 < HEALTH_P50_LIMIT_MS and p99 < HEALTH_P99_LIMIT_MS
 
 
