@@ -193,13 +193,13 @@ class RayCluster:
                 state, ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
             except (OSError, ValueError):
                 continue  # gone meanwhile
-            if state != "Z" and _comm(pid).startswith("voxlane-"):
+            if state != "Z" and comm(pid).startswith("voxlane-"):
                 found[pid] = int(ppid)
         return found
 
     def engines(self) -> dict[int, int]:
         """pid -> parent pid of the live engine processes of this cluster (one per engine replica)."""
-        return {pid: ppid for pid, ppid in self.voxlane_children().items() if _comm(pid) == "voxlane-engine"}
+        return {pid: ppid for pid, ppid in self.voxlane_children().items() if comm(pid) == "voxlane-engine"}
 
     def wait_without_voxlane_children(self, timeout_s: float = 30.0) -> None:
         """Until no voxlane child process of this cluster is left (the app is gone), else fail."""
@@ -224,7 +224,8 @@ class RayCluster:
         return left
 
 
-def _comm(pid: int) -> str:
+def comm(pid: int) -> str:
+    """A process's name (/proc/PID/comm; voxlane's children name themselves), or '' once it is gone."""
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Clip, ServerProcess, metric
+from tests.conftest import Clip, ServerProcess, comm, metric, pid_alive
 
 
 def children(pid: int) -> list[int]:
@@ -30,22 +30,6 @@ def children(pid: int) -> list[int]:
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except FileNotFoundError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
-    return state != "Z"
-
-
-def comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
     except FileNotFoundError:
         return ""
 
@@ -199,10 +183,10 @@ def test_audio_longer_than_the_limit_gets_413(own_server: ServerProcess, dev_set
 
 def assert_no_orphans(kids: list[int], engine: int) -> None:
     deadline = time.monotonic() + 1
-    while any(alive(k) for k in kids) and time.monotonic() < deadline:
+    while any(pid_alive(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(engine), "the engine process outlived the server"
-    assert not [k for k in kids if alive(k)], "orphan processes remain"
+    assert not pid_alive(engine), "the engine process outlived the server"
+    assert not [k for k in kids if pid_alive(k)], "orphan processes remain"
 
 
 def wait_draining(srv: ServerProcess, timeout_s: float = 5.0) -> httpx.Response:
@@ -324,11 +308,11 @@ def test_kill_9_of_the_api_process_takes_its_children_with_it() -> None:
     # PR_SET_PDEATHSIG: the kernel kills every child at once. (The engine's own check of its parent, once a
     # second, is a fallback that logs "the API process is gone"; a text or encode worker has none.)
     deadline = killed_at + 5
-    while [k for k in kids if alive(k)] and time.monotonic() < deadline:
+    while [k for k in kids if pid_alive(k)] and time.monotonic() < deadline:
         time.sleep(0.02)  # paces the polling
-    left = {k: comm(k) for k in kids if alive(k)}
+    left = {k: comm(k) for k in kids if pid_alive(k)}
     for k in left:  # no orphan outlives the test either
         os.kill(k, signal.SIGKILL)
     assert not left, f"children outlived the API process: {left}"
-    assert not alive(engine)
+    assert not pid_alive(engine)
     assert "the API process is gone" not in srv.log(), "the engine outlived the API process until it checked"
