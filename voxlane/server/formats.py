@@ -7,6 +7,11 @@ from collections.abc import Sequence
 from voxlane.messages import Segment
 
 
+def token_logprobs(segments: Sequence[Segment]) -> list[dict[str, object]]:
+    """The segments' token log-probabilities in OpenAI's shape, ``[{token, bytes, logprob}]`` (``include``)."""
+    return [{"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for s in segments for t in s.logprobs or []]
+
+
 def _timestamp(seconds: float, decimal: str) -> str:
     ms = int(round(seconds * 1000))
     hours, ms = divmod(ms, 3_600_000)

@@ -50,6 +50,7 @@ from voxlane.audio.pipeline import window_features
 from voxlane.audio.split import quietest_point
 from voxlane.errors import InvalidRequest, QueueFull, VoxlaneError
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest
+from voxlane.server.formats import token_logprobs
 from voxlane.server.realtime.events import (
     NOISE_REDUCTION_APPLIED,
     SessionSettings,
@@ -701,15 +702,13 @@ class Transcript(str):
     """A decode's text, with its tokens' log-probabilities (OpenAI's ``logprobs`` entries) when the session
     asked for them (``include``); a piece's text task holds one, and the turn's final event joins them."""
 
-    logprobs: list[dict[str, Any]] | None = None
+    logprobs: list[dict[str, object]] | None = None
 
     @classmethod
     def of(cls, segments: list[Segment]) -> Transcript:
         text = cls("".join(s.text for s in segments).strip())
         if any(s.logprobs is not None for s in segments):
-            text.logprobs = [
-                {"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for s in segments for t in s.logprobs or []
-            ]
+            text.logprobs = token_logprobs(segments)
         return text
 
 

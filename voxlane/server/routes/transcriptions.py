@@ -62,7 +62,7 @@ from voxlane.protocol import (
     multipart_body,
     sse_content,
 )
-from voxlane.server.formats import join_text, to_srt, to_vtt
+from voxlane.server.formats import join_text, to_srt, to_vtt, token_logprobs
 from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
@@ -458,9 +458,9 @@ async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
             output_tokens += len(segment.tokens)
             if segment.text:
                 texts.append(segment.text)
-                delta = _logprobs([segment]) if logprobs is not None else None
-                if logprobs is not None and delta is not None:
-                    logprobs.extend(delta)
+                delta = token_logprobs([segment]) if logprobs is not None else None
+                if logprobs is not None and delta:
+                    logprobs += delta
                 yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": delta}
     job.state.metrics.audio_seconds.inc(job.duration_s)
     audio_tokens = math.ceil(job.duration_s * AUDIO_TOKENS_PER_S)
@@ -480,10 +480,6 @@ async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
 
 AUDIO_TOKENS_PER_S = 50
 """Whisper's encoder positions per second of audio (1,500 per 30 s window): the stream's audio tokens."""
-
-
-def _logprobs(segments: list[Segment]) -> list[dict[str, Any]]:
-    return [{"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for s in segments for t in (s.logprobs or [])]
 
 
 def with_keywords(prompt: str | None, keywords: list[str]) -> str | None:
@@ -508,7 +504,9 @@ def _render(
     if fmt == "vtt":
         return PlainTextResponse(to_vtt(segments), media_type="text/vtt")
     if fmt == "json":
-        logprobs = [Logprob(**t) for t in _logprobs(segments)] if "logprobs" in params.include else None
+        logprobs = (
+            [Logprob.model_validate(t) for t in token_logprobs(segments)] if "logprobs" in params.include else None
+        )
         return JSONResponse(Transcription(text=text, logprobs=logprobs, usage=usage).model_dump(exclude_none=True))
     granularities = params.timestamp_granularities or ["segment"]
     body = VerboseTranscription(
