@@ -150,7 +150,7 @@ class EngineConfig:
     pack_short_s: float = setting(
         0.0,
         "windows whose audio lasts at most this many seconds (short requests, the last window of a long one) "
-        "share encoder passes when several are batched, each decoded on its own (CPU); 0 = off",
+        "share encoder passes when several are batched, each decoded on its own; 0 = off",
         minimum=0.0,
         maximum=14.0,
     )
@@ -302,6 +302,15 @@ class ServerConfig:
     GPU machine (--device cuda, or auto with an NVIDIA driver present) the front end must feed the GPU from
     every core: 64 clients of long audio on an H100 with 16 cores, 14 threads gave RTFx 528, 14 processes
     1274, in the same run (the threads wait for each other's GIL; docs/gpu.md)."""
+    worker_niceness: int = setting(
+        5,
+        "how much nicer (lower CPU priority) than the event loop the API process's worker threads and audio "
+        "processes run",
+        minimum=0,
+        maximum=19,
+    )
+    """The loop's latency is the product: workers yield it a core when both want one. On a GPU machine the 14
+    audio processes, the engine's host threads and the clients share 16 cores (docs/gpu.md, third round)."""
     blas_threads: int = setting(
         1,
         "threads of numpy's BLAS (log-mel features' matrix product) in the API process and its worker processes",

@@ -28,7 +28,7 @@ def test_limit_blas_threads_sets_the_threads_of_numpys_blas() -> None:
 
 
 def test_pool_worker_processes_take_the_limit() -> None:
-    pool = _process_pool(1, "voxlane-test", 1)
+    pool = _process_pool(1, "voxlane-test", (1, 5))
     try:
         info = pool.submit(threadpool_info).result(timeout=120)
     finally:

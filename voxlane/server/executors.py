@@ -40,8 +40,6 @@ from voxlane.config import ServerConfig
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-# Workers yield to the event loop thread when both want a core: the loop's latency is the product.
-WORKER_NICENESS = 5
 TRANSFER_WORKERS = 2
 PoolName = Literal["audio", "live", "text", "files", "metrics", "transfer"]
 
@@ -61,7 +59,9 @@ class Executors:
         workers = config.audio_preprocess_workers
         # log-mel features run on these pools: numpy's BLAS threads would spin beside them (voxlane/blas.py)
         limit_blas_threads(config.blas_threads)
-        blas = config.blas_threads
+        per_process = (config.blas_threads, config.worker_niceness)
+        """What each worker process is given: numpy's BLAS threads and its niceness."""
+        nicer = partial(_lower_priority, config.worker_niceness)
         self._workers = {
             "audio": workers,
             "live": workers,
@@ -80,27 +80,27 @@ class Executors:
             if removed:
                 log.info("removed %d block(s) of shared memory left by a voxlane server that is gone", removed)
         if config.audio_preprocess_pool == "process":
-            self._factories["audio"] = partial(_process_pool, workers, "voxlane-audio", blas, *_AUDIO_MODULES)
+            self._factories["audio"] = partial(_process_pool, workers, "voxlane-audio", per_process, *_AUDIO_MODULES)
         else:
             _import_modules(*_AUDIO_MODULES)  # here, not on a worker: a first import holds the GIL throughout
             self._factories["audio"] = partial(
-                ThreadPoolExecutor, workers, thread_name_prefix="voxlane-audio", initializer=_lower_priority
+                ThreadPoolExecutor, workers, thread_name_prefix="voxlane-audio", initializer=nicer
             )
         # Live transcription sessions (realtime): each holds a resampler and a VAD state between its chunks,
         # which cannot cross to a process, and its short jobs must not wait behind long uploads' decodes.
         self._factories["live"] = partial(
-            ThreadPoolExecutor, workers, thread_name_prefix="voxlane-live", initializer=_lower_priority
+            ThreadPoolExecutor, workers, thread_name_prefix="voxlane-live", initializer=nicer
         )
-        self._factories["text"] = partial(_process_pool, config.text_workers, "voxlane-text", blas, *_TEXT_MODULES)
+        self._factories["text"] = partial(
+            _process_pool, config.text_workers, "voxlane-text", per_process, *_TEXT_MODULES
+        )
         # Voice files (upload staging, index writes, removal): always threads, whatever the audio pool is,
         # since these jobs hold open files and locks that cannot cross to a process.
-        self._factories["files"] = partial(
-            ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files", initializer=_lower_priority
-        )
+        self._factories["files"] = partial(ThreadPoolExecutor, 1, thread_name_prefix="voxlane-files", initializer=nicer)
         # Uploads written to shared memory for the audio processes (audio/shared.py): a write to tmpfs holds
         # no GIL, but it is a syscall of a millisecond for a few MB, so not on the loop.
         self._factories["transfer"] = partial(
-            ThreadPoolExecutor, TRANSFER_WORKERS, thread_name_prefix="voxlane-transfer", initializer=_lower_priority
+            ThreadPoolExecutor, TRANSFER_WORKERS, thread_name_prefix="voxlane-transfer", initializer=nicer
         )
         # Not niced: rendering is pure Python with the GIL held throughout, so the loop cannot run beside it
         # anyway, and a niced thread would more often be taken off the CPU while it holds the GIL.
@@ -108,7 +108,7 @@ class Executors:
         # One single-process pool per encode worker: a stream's encoder lives in one process.
         self._encode_names = [f"encode-{i}" for i in range(config.encode_workers)]
         for name in self._encode_names:
-            self._factories[name] = partial(_process_pool, 1, "voxlane-encode", blas, "voxlane.audio.encode")
+            self._factories[name] = partial(_process_pool, 1, "voxlane-encode", per_process, "voxlane.audio.encode")
             self._workers[name] = 1
         self._pools: dict[str, Executor] = {name: make() for name, make in self._factories.items()}
         self._in_flight: Counter[str] = Counter(dict.fromkeys(self._pools, 0))
@@ -221,10 +221,10 @@ class _JobWaiter(asyncio.Future[T]):
         return super().cancel(msg)
 
 
-def _lower_priority() -> None:
-    """Raise this worker thread's (or process's) niceness; Linux sets it per thread."""
+def _lower_priority(niceness: int) -> None:
+    """Raise this worker thread's (or process's) niceness (--worker-niceness); Linux sets it per thread."""
     with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
 
 
 _AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline", "voxlane.audio.shared")
@@ -233,20 +233,22 @@ _AUDIO_MODULES = ("av", "soundfile", "soxr", "voxlane.audio.pipeline", "voxlane.
 _TEXT_MODULES = ("piper.phonemize_espeak", "piper.phoneme_ids", "voxlane.text.phonemes")
 
 
-def _process_pool(workers: int, name: str, blas_threads: int, *modules: str) -> ProcessPoolExecutor:
+def _process_pool(workers: int, name: str, per_process: tuple[int, int], *modules: str) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_init_worker_process,
-        initargs=(name, os.getpid(), blas_threads, modules),
+        initargs=(name, os.getpid(), *per_process, modules),
     )
 
 
-def _init_worker_process(name: str, parent_pid: int, blas_threads: int, modules: tuple[str, ...]) -> None:
+def _init_worker_process(
+    name: str, parent_pid: int, blas_threads: int, niceness: int, modules: tuple[str, ...]
+) -> None:
     """Per worker process: a named child that dies with the API process, lower priority, numpy's BLAS
     threads as in the API process, and the heavy imports before the first job, not during it."""
     become_child(name, parent_pid)
-    _lower_priority()
+    _lower_priority(niceness)
     limit_blas_threads(blas_threads)
     _import_modules(*modules)
 

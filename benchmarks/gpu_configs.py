@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Several configurations of the server side by side on one GPU, each load run on them in a mirrored order
+(A B C C B A), so that a drifting host weighs on each alike (docs/gpu.md, third round).
+
+Every server starts at once, each with a JIT cache of its own; faster-whisper's BatchedInferencePipeline
+(benchmarks/fw_batched_server.py: batch 16, 4 replicas) can be one of them, as `FW`. A load is `voxlane bench
+serve` at 64 clients (/health probed every 20 ms from its own process), on the dev set's long files (60 s or
+more, 128 requests) or its short ones (30 s or less, 512 requests); WER, windows per audio hour, the packed
+share and unpacked retries come from its report.
+
+    python benchmarks/gpu_configs.py --dataset DIR/manifest.jsonl \\
+        --server D= --server W10="--audio-preprocess-workers 10" --server FW=fw \\
+        --load long:D,W10,W10,D --load short:D,FW,D --budget-s 400 --pack results.tgz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from asr_bench import VOXLANE, run_json, serve_load_args
+from gpu_bench import GpuSampler, guarded, stop
+from gpu_frontend import start_both
+
+HERE = Path(__file__).resolve().parent
+SUBSETS = {"long": (["--min-duration-s", "60"], 128), "short": (["--max-duration-s", "30"], 512)}
+"""A load's files (bench serve's duration flags) and its number of requests."""
+LEVEL = 64
+
+
+def load(base_url: str, dataset: str, subset: str, scale: float, result_dir: Path, name: str) -> dict[str, Any]:
+    flags, n = SUBSETS[subset]
+    sampler = GpuSampler()
+    try:
+        args = [*serve_load_args(base_url, dataset, flags, max(1, int(n * scale)), max(1, int(LEVEL * scale)))]
+        r = run_json([*args, "--request-timeout-s", "600"], result_dir, name)
+    finally:
+        gpu = sampler.stop()
+    windows = r.get("server_windows") or {}
+    return {
+        "completed": r["completed"],
+        "failed": r["failed"],
+        "errors": r["errors"][:2],
+        "rtfx": round(r["rtfx"], 1),
+        "e2e_s": {k: round(r["e2el_ms"][k] / 1000, 2) for k in ("p50", "p99")},
+        "health_ms": {k: round(r["health"]["latency_ms"][k], 1) for k in ("p50", "p95", "p99", "max")},
+        "wer": None if r["wer"] is None else round(100 * r["wer"], 2),
+        "wer_errors": r.get("wer_errors"),
+        "windows_per_audio_hour": windows.get("windows_per_audio_hour"),
+        "packed_share": windows.get("packed_share"),
+        "unpacked_retries": windows.get("unpacked_retries"),
+        "gpu_util_mean": round(gpu["util_mean"], 1),
+    }
+
+
+def server_cmd(name: str, flags: str, device: str) -> list[str]:
+    if flags == "fw":
+        from voxlane.config import default_model_path
+
+        return [
+            sys.executable,
+            str(HERE / "fw_batched_server.py"),
+            "--model",
+            default_model_path(),
+            "--batch-size",
+            "16",
+            "--workers",
+            "4",
+            "--device",
+            device,
+            "--compute-type",
+            "float16" if device == "cuda" else "int8",
+            "--threads",
+            str(LEVEL),
+        ]
+    serve = [*VOXLANE, "serve", "--device", device, "--log-level", "warning", "--max-transcription-requests", "64"]
+    return [*serve, "--cuda-cache-dir", f"/tmp/vx-jit-{name}", *shlex.split(flags)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--server", action="append", default=[], help="NAME=FLAGS (voxlane serve), or NAME=fw")
+    parser.add_argument("--load", action="append", default=[], help="SUBSET:NAME,NAME,... (long or short)")
+    parser.add_argument("--budget-s", type=float, default=400.0, help="start no load after this many seconds")
+    parser.add_argument("--result-dir", default="results/gpu-configs")
+    parser.add_argument("--pack", default="", help="after each load, tar the result dir to this file")
+    parser.add_argument("--device", default="cuda", help="cpu: try this script on a machine without a GPU")
+    parser.add_argument("--scale", type=float, default=1.0, help="scale requests and clients (0.1 to try it)")
+    args = parser.parse_args()
+    t0 = time.monotonic()
+    result_dir = Path(args.result_dir).resolve()
+    result_dir.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"args": vars(args), "loads": {}}
+    smi = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+    summary["gpu"] = subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else ""
+
+    def save() -> None:
+        (result_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        if args.pack:
+            subprocess.run(["tar", "czf", args.pack, "-C", str(result_dir.parent), result_dir.name], check=False)
+
+    specs = dict(s.split("=", 1) for s in args.server)
+    for name in specs:
+        shutil.rmtree(f"/tmp/vx-jit-{name}", ignore_errors=True)
+    cmds = {name: (server_cmd(name, flags, args.device), HERE.parent) for name, flags in specs.items()}
+    servers = guarded(summary, "start", start_both, cmds, result_dir) or {}
+    summary["ready_s"] = {name: round(s[2], 1) for name, s in servers.items()}
+    print(f"ready: {summary['ready_s']}", file=sys.stderr)
+    save()
+    try:
+        for spec in args.load:
+            subset, names = spec.split(":")
+            for i, name in enumerate(names.split(",")):
+                key = f"{subset}-{name}-{i}"
+                if name not in servers:
+                    summary["loads"][key] = "no server"
+                    continue
+                if time.monotonic() - t0 > args.budget_s:
+                    summary["loads"][key] = "skipped: over --budget-s"
+                    continue
+                began = time.monotonic()
+                r = guarded(summary, key, load, servers[name][1], args.dataset, subset, args.scale, result_dir, key)
+                summary["loads"][key] = r if r is not None else "failed"
+                print(f"{key} ({time.monotonic() - began:.0f} s): {json.dumps(r, default=str)[:400]}", file=sys.stderr)
+                save()
+    finally:
+        for proc, _, _ in servers.values():
+            stop(proc)
+        summary["elapsed_s"] = round(time.monotonic() - t0, 1)
+        save()
+    report(summary)
+    return 0
+
+
+def report(summary: dict[str, Any]) -> None:
+    head = f"{'E2E p50/p99 s':>14} {'/health p50/p95/p99/max ms':>27} {'WER':>6} {'w/h':>5} packed"
+    print(f"{'load':<16} {'RTFx':>7} {head}")
+    for key, r in summary["loads"].items():
+        if not isinstance(r, dict):
+            print(f"{key:<16} {r}")
+            continue
+        h, e = r["health_ms"], r["e2e_s"]
+        wph = r["windows_per_audio_hour"]
+        print(
+            f"{key:<16} {r['rtfx']:>7} {e['p50']:>6}/{e['p99']:<7} {h['p50']:>6}/{h['p95']}/{h['p99']}/{h['max']:<8} "
+            f"{r['wer']!s:>6} {'' if wph is None else round(wph):>5} {r['packed_share']} {r['failed'] or ''}"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
