@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from voxlane.config import SPEECH_MODEL, SPEECH_MODEL_ALIASES
 from voxlane.errors import InvalidRequest
 from voxlane.messages import VoiceProbed
 from voxlane.protocol import VOICE_NAME_PATTERN
@@ -37,9 +38,6 @@ from voxlane.protocol import VOICE_NAME_PATTERN
 log = logging.getLogger(__name__)
 
 DEFAULT_VOICE = "joe"
-SPEECH_MODEL = "piper"
-SPEECH_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-"""OpenAI's speech models: clients hard-code them for "the server's speech model"."""
 OPENAI_VOICES = (
     "alloy",
     "ash",
