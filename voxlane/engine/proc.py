@@ -120,9 +120,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     threading.Thread(target=_output_thread, args=(out_sock, outbox), name="voxlane-engine-out", daemon=True).start()
     try:
         config = _place(config)
-        before = resident_bytes()
-        runner, tts_runners, tts_solo = _load_runners(config)
-        default_memory = resident_bytes() - before  # the speech voices' share included: about 25 MB
+        runner, tts_runners, tts_solo, default_memory = _load_runners(config)
     except Exception as exc:
         if isinstance(exc, CudaUnavailable):
             log.error("%s", exc)  # the one line says it all: no traceback
@@ -139,7 +137,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         tts_runners=tts_runners,
         tts_solo_runner=tts_solo,
         load_runner=_whisper_loader(config),
-        default_memory_bytes=max(0, default_memory),
+        default_memory_bytes=default_memory,
     )
     freeze_startup_heap()  # full collections would otherwise walk the loaded runtimes' objects each time
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
@@ -220,14 +218,19 @@ def _whisper_loader(config: EngineConfig) -> Callable[[str], Any]:
     return load
 
 
-def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:
-    """The Whisper runner, one Piper runner per speech slot and the solo Piper runner (None when
-    --tts-solo-threads is 1), or an exception whose message tells the operator which model failed and why."""
+def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any, int]:
+    """The Whisper runner, one Piper runner per speech slot, the solo Piper runner (None when
+    --tts-solo-threads is 1) and the resident memory the Whisper model took, or an exception whose message
+    tells the operator which model failed and why."""
     from voxlane.runners.piper import PiperRunner
     from voxlane.runners.whisper import WhisperRunner
 
     try:
+        import ctranslate2  # noqa: F401  the runtime's own memory is not the model's
+
+        before = resident_bytes()
         runner = _in_nicer_thread(lambda: WhisperRunner.load(config), config.asr_niceness)
+        memory = max(0, resident_bytes() - before)
     except Exception as exc:
         raise RuntimeError(f"could not load the Whisper model from {config.model_path}: {exc}") from exc
     try:
@@ -240,7 +243,7 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:
                 tts_runner.voice(*config.tts_preload)
     except Exception as exc:
         raise RuntimeError(f"could not load the Piper voice {config.tts_preload}: {exc}") from exc
-    return runner, tts_runners, solo
+    return runner, tts_runners, solo, memory
 
 
 def _loop(

@@ -16,8 +16,8 @@ Contract:
   window whose fair turn comes later (a long file's later windows), and behind those whose turn came
   before its deadline. Batch work cannot starve: a queued batch window's virtual start time is fixed, and
   the deadlines of live work arriving later only grow past it.
-- A batch holds windows of one (Whisper model, task, temperature, partial or not, live or not): those decode with the same
-  settings, and live work does not wait for batch windows that share its batch.
+- A batch holds windows of one (Whisper model, task, temperature, partial or not, live or not): those decode
+  with the same settings, and live work does not wait for batch windows that share its batch.
 - Live work runs alone, one decode to a batch. On a CPU a batch costs about the sum of its windows, so a
   final batched with others waits for all of them (and for the temperature fallback of one whose greedy
   decode loops, seconds); alone, the engine's workers take the decodes due next side by side. Measured
@@ -37,10 +37,10 @@ from voxlane.runners.base import is_short
 
 
 def batch_key(work: WindowWork, short_pad_frames: int = 0) -> tuple[str, float, bool, bool, bool, str]:
-    """Windows that may share a batch: those of one Whisper model only. Live work shares only with live work: on a CPU a batch costs about
-    the sum of its windows, so a live final batched with seven windows of a long file would wait for all
-    eight. A short window (``is_short``: encoded on its own frames) shares only with short windows: beside a
-    30 s window it would be padded to 30 s."""
+    """Windows that may share a batch, of one Whisper model only. Live work shares only with live work: on a
+    CPU a batch costs about the sum of its windows, so a live final batched with seven windows of a long file
+    would wait for all eight. A short window (``is_short``: encoded on its own frames) shares only with short
+    windows: beside a 30 s window it would be padded to 30 s."""
     return (
         work.options.task,
         work.options.temperature,

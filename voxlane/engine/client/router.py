@@ -30,6 +30,9 @@ from voxlane.messages import (
     Abort,
     EngineFailed,
     EngineStats,
+    LoadModel,
+    ModelLoaded,
+    ModelState,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -93,6 +96,8 @@ class EngineClient:
         self._start_timeout_s = 300.0
         self._load_s = 0.0
         """How long the last start took until the engine was ready: what a restart is expected to take."""
+        self._model_load_s: dict[str, float] = {}
+        """How long each model's last load took, as seen from here: a 503's Retry-After while one loads."""
         self._next_start_at = 0.0
         """When the restart under way starts (or started) its process, in time.monotonic() seconds."""
 
@@ -178,6 +183,37 @@ class EngineClient:
     def n_mels(self) -> int:
         return self.ready.n_mels if self.ready else 80
 
+    @property
+    def models(self) -> dict[str, ModelState]:
+        """The Whisper models the engine has loaded since it started, by directory (its latest stats)."""
+        return {m.model: m for m in self.stats.models} if self.stats is not None and self.healthy else {}
+
+    async def load_model(self, model: str, wait_s: float) -> None:
+        """Return once the engine has the Whisper model in directory ``model`` loaded (at once when it has;
+        the engine counts it as used). A model still loading after ``wait_s`` is a 503 with Retry-After (its
+        load goes on); one that cannot load is a 503 that says why."""
+        self.check_alive()
+        stream = ResultStream[ModelLoaded](f"load-{uuid.uuid4().hex}", 1, "loading this model")
+        began = time.monotonic()
+        async with self._open(stream, ModelLoaded, abort=False):  # nothing to abort: the load is wanted anyway
+            await self.send(LoadModel(stream.request_id, model))
+            try:
+                async for answer in stream.results(wait_s):
+                    if answer.error is not None:
+                        raise EngineUnavailable(answer.error, code="model_load_failed")
+                    self._model_load_s[model] = time.monotonic() - began
+                    return
+            except EngineUnavailable as exc:
+                if exc.code != "engine_unavailable" or not self.healthy:
+                    raise
+                expected_s = self._model_load_s.get(model, max(self._model_load_s.values(), default=5.0))
+                retry_s = max(1, math.ceil(expected_s - (time.monotonic() - began)))
+                raise EngineUnavailable(
+                    f"the model is still loading after {wait_s:g} s (--model-load-wait-s); retry in {retry_s} s",
+                    code="model_loading",
+                    retry_after_s=retry_s,
+                ) from None
+
     # --- requests --------------------------------------------------------------------------------
 
     @contextmanager
@@ -234,7 +270,9 @@ class EngineClient:
         finally:
             self.admission.end_speech(request_id)
 
-    async def send(self, msg: WindowRequest | SpeechUnit | ProbeVoice, features: np.ndarray | None = None) -> None:
+    async def send(
+        self, msg: WindowRequest | SpeechUnit | ProbeVoice | LoadModel, features: np.ndarray | None = None
+    ) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
         self.check_alive()
         try:
@@ -356,7 +394,7 @@ class EngineClient:
     async def _receive(self, socket: EngineSocket) -> None:
         while True:
             msg, pcm = await socket.recv()
-            if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed)):
+            if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed, ModelLoaded)):
                 entry = self._streams.get(msg.request_id)
                 if entry is None or not isinstance(msg, entry[0]):
                     log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)
