@@ -317,7 +317,8 @@ class ServerConfig:
         (DEFAULT_MODEL_NAME,),
         "Whisper model to serve: an installed model (whisper-tiny.en, bundled; whisper-base with "
         "voxlane[multilingual]), a CTranslate2 model directory, or a Hugging Face repo id in its cache "
-        "(Systran/faster-whisper-small); repeat for several: the first is the default and is preloaded, the others load on first use",
+        "(Systran/faster-whisper-small); repeat for several: the first is the default and is preloaded, the others "
+        "load on first use",
         shown_default=DEFAULT_MODEL_NAME,
     )
     """Any other model a request names (installed, a directory, a repo id in the cache) loads on first use too;

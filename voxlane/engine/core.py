@@ -291,7 +291,8 @@ class EngineCore:
 
     @property
     def busy(self) -> bool:
-        return bool(self._running) or len(self.scheduler) > 0 or (self.tts is not None and self.tts.busy)
+        asr = bool(self._running) or len(self.scheduler) > 0 or bool(self._pending) or self._load is not None
+        return asr or (self.tts is not None and self.tts.busy)
 
     def stats(self) -> EngineStats:
         """The engine's counters now, for /metrics."""
