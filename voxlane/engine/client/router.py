@@ -96,8 +96,6 @@ class EngineClient:
         self._start_timeout_s = 300.0
         self._load_s = 0.0
         """How long the last start took until the engine was ready: what a restart is expected to take."""
-        self._model_load_s: dict[str, float] = {}
-        """How long each model's last load took, as seen from here: a 503's Retry-After while one loads."""
         self._next_start_at = 0.0
         """When the restart under way starts (or started) its process, in time.monotonic() seconds."""
 
@@ -189,10 +187,14 @@ class EngineClient:
         return {m.model: m for m in self.stats.models} if self.stats is not None and self.healthy else {}
 
     async def load_model(self, model: str, wait_s: float) -> None:
-        """Return once the engine has the Whisper model in directory ``model`` loaded (at once when it has;
-        the engine counts it as used). A model still loading after ``wait_s`` is a 503 with Retry-After (its
-        load goes on); one that cannot load is a 503 that says why."""
+        """Return once the engine has the Whisper model in directory ``model`` loaded: at once when its latest
+        stats say so (a window of a model unloaded since then makes the engine load it again), else after it
+        answers a ``LoadModel``. A model still loading after ``wait_s`` is a 503 with Retry-After (its load goes
+        on); one that cannot load is a 503 that says why."""
         self.check_alive()
+        known = self.models.get(model)
+        if known is not None and known.loaded:
+            return
         stream = ResultStream[ModelLoaded](f"load-{uuid.uuid4().hex}", 1, "loading this model")
         began = time.monotonic()
         async with self._open(stream, ModelLoaded, abort=False):  # nothing to abort: the load is wanted anyway
@@ -201,18 +203,25 @@ class EngineClient:
                 async for answer in stream.results(wait_s):
                     if answer.error is not None:
                         raise EngineUnavailable(answer.error, code="model_load_failed")
-                    self._model_load_s[model] = time.monotonic() - began
                     return
             except EngineUnavailable as exc:
                 if exc.code != "engine_unavailable" or not self.healthy:
                     raise
-                expected_s = self._model_load_s.get(model, max(self._model_load_s.values(), default=5.0))
-                retry_s = max(1, math.ceil(expected_s - (time.monotonic() - began)))
+                retry_s = max(1, math.ceil(self.expected_load_s(model) - (time.monotonic() - began)))
                 raise EngineUnavailable(
                     f"the model is still loading after {wait_s:g} s (--model-load-wait-s); retry in {retry_s} s",
                     code="model_loading",
                     retry_after_s=retry_s,
                 ) from None
+
+    def expected_load_s(self, model: str) -> float:
+        """How long a load of ``model`` should take: its past loads' mean, else that of all models, else 5 s."""
+        states = list(self.models.values())
+        mine = [m for m in states if m.model == model and m.loads]
+        for pool in (mine, [m for m in states if m.loads and m.load_seconds > 0]):
+            if pool:
+                return sum(m.load_seconds for m in pool) / sum(m.loads for m in pool)
+        return 5.0
 
     # --- requests --------------------------------------------------------------------------------
 
