@@ -65,15 +65,15 @@ async def get_model(model_id: str, request: Request) -> Response:
     state = get_state(request)
     cards = await model_cards(state)
     card = cards.get(model_id)
-    if card is None and not state.models.is_speech(model_id):
-        await state.models.whisper(model_id, state.executors)  # a path or a cached repo id: 404 says how to pull
-        cards = await model_cards(state)
-        card = cards.get(model_id) or _card(state, model_id, "transcription", model_id)
     if card is None:
-        raise ModelNotFound(
-            f"the model '{model_id}' does not exist on this server; send one of: {', '.join(cards)}. "
-            "GET /v1/models lists them with their kind."
-        )
+        try:  # a path, or a repo id in the cache, is a model too
+            await state.models.whisper(model_id, state.executors)
+        except ModelNotFound as exc:
+            raise ModelNotFound(
+                f"{exc.message.removesuffix(' (GET /v1/models lists the models this server has)')}; send one of: "
+                f"{', '.join(cards)}. GET /v1/models lists them with their kind."
+            ) from None
+        card = _card(state, model_id, "transcription", model_id)
     return JSONResponse(card.model_dump())
 
 
@@ -102,6 +102,8 @@ def _card(state: AppState, model_id: str, kind: ModelKind, root: str) -> ModelCa
     if kind == "transcription" and path is not None:
         engine_state = state.engine.models.get(path)
         loaded = engine_state is not None and engine_state.loaded
+        if path == state.models.default.path:  # preloaded, never unloaded (stats come once a second)
+            loaded = state.engine.healthy
         memory = engine_state.memory_bytes if engine_state is not None and loaded else None
     return ModelCard(id=model_id, created=state.started_at, kind=kind, root=root, loaded=loaded, memory_bytes=memory)
 
