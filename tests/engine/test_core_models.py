@@ -65,15 +65,17 @@ def make(loader: Loader, **overrides: object) -> tuple[EngineCore, ModelRunner]:
 def test_windows_of_two_models_each_run_on_their_own_model_and_never_share_a_batch() -> None:
     loader = Loader(delay_s=0.1)
     core, default = make(loader)
+    core.load_model(LoadModel("q", "/models/base"), time.monotonic())
+    run_until_idle(core)  # both loaded: their windows queue side by side
     now = time.monotonic()
     for i in range(4):  # interleaved, as two clients' requests arrive
         core.add_window(window("base", i, 4, "/models/base"), FEATURES, now)
         core.add_window(window("tiny", i, 4), FEATURES, now)
     results = run_until_idle(core)
-    assert sorted((r.request_id, r.index) for r in results if isinstance(r, WindowResult)) == sorted(
+    assert sorted((r.request_id, r.index) for r in results) == sorted(
         (rid, i) for rid in ("base", "tiny") for i in range(4)
     )
-    assert all(r.error is None for r in results if isinstance(r, WindowResult))
+    assert all(r.error is None for r in results)
     (base,) = loader.runners["/models/base"]
     assert {rid for batch in base.batches for rid, _ in batch} == {"base"}
     assert {rid for batch in default.batches for rid, _ in batch} == {"tiny"}
