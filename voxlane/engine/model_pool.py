@@ -104,8 +104,9 @@ class ModelPool:
         self.loading = None
 
     def unload(self, model: str) -> Runner | None:
-        """Forget the model's runner (the caller lets it go); returns it."""
-        if model == self.default or model not in self._lru:
+        """Forget the model's runner (the caller lets it go); returns it. ``expired`` and ``next_load`` never
+        name the default model."""
+        if model not in self._lru:
             return None
         del self._lru[model]
         entry = self._models[model]
