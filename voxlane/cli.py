@@ -1,4 +1,4 @@
-"""The ``voxlane`` command: ``voxlane serve`` and ``voxlane bench``."""
+"""The ``voxlane`` command: ``voxlane serve``, ``voxlane models pull`` and ``voxlane bench``."""
 
 from __future__ import annotations
 
@@ -106,6 +106,24 @@ def _drop_start_failure_traceback(record: logging.LogRecord) -> bool:
     return not (message.startswith("Traceback") and "EngineStartFailed" in message)
 
 
+def _pull(args: argparse.Namespace) -> int:
+    """``voxlane models pull ID``: download a model into the Hugging Face cache, with huggingface_hub's progress
+    bars on stderr."""
+    from voxlane.config import hub_cache
+    from voxlane.models import ModelNotPresent, pull
+
+    try:
+        path = pull(args.id, hub_cache(environ()))
+    except ModelNotPresent as exc:
+        print(f"voxlane models pull: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # the hub's own errors: network, a repo that does not exist, no access
+        print(f"voxlane models pull: pulling {args.id!r} failed: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voxlane", description="OpenAI-compatible speech server.")
     parser.add_argument("--version", action="version", version=f"voxlane {__version__}")
@@ -118,6 +136,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_serve_arguments(serve)
     serve.set_defaults(func=_serve)
+    models = sub.add_parser("models", help="download models (docs/models.md)")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    pull = models_sub.add_parser(
+        "pull",
+        help="download a model into the Hugging Face cache (HF_HOME, HF_HUB_CACHE); refused with HF_HUB_OFFLINE=1",
+        description="Download a CTranslate2 Whisper model by its Hugging Face repo id (Systran/faster-whisper-small) "
+        "or a Piper voice by name (en_US-lessac-medium, from rhasspy/piper-voices) into the Hugging Face cache, "
+        "where voxlane serve finds it by the same name. Prints where it is.",
+    )
+    pull.add_argument("id", help="repo id or voice name")
+    pull.set_defaults(func=_pull)
     from voxlane.bench.cli import add_bench_parser
 
     add_bench_parser(sub)

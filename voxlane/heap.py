@@ -45,3 +45,24 @@ def keep_freed_memory() -> bool:
         return False
     options = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1))
     return all(mallopt(option, value) == 1 for option, value in options)
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory this process has freed back to the system now (glibc ``malloc_trim``): after a model
+    is unloaded, since ``keep_freed_memory`` turned off glibc's own trimming. Returns False without glibc."""
+    try:
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (VmRSS), in bytes; 0 where /proc cannot tell."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

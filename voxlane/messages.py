@@ -55,6 +55,9 @@ class WindowRequest(msgspec.Struct, tag="window"):
     """Live work (a realtime session's decode): the engine should start it within this many seconds of
     receiving it. It is ordered by that deadline among the batch windows' fair start times, so it jumps
     ahead of a long file's later windows but not of work that was due before it. None: batch work."""
+    model: str = ""
+    """Directory of the Whisper model that decodes this window; "" for the engine's default model (the first
+    --model). The engine loads another model on its first window (a ``LoadModel`` usually came first)."""
     partial: bool = False
     """A live partial decode of a turn still open: its features are cut to the audio (not padded to 30 s,
     which costs the encoder ~10x less on a few seconds), and it is decoded once, with no temperature
@@ -80,6 +83,14 @@ class SpeechUnit(msgspec.Struct, tag="speech"):
     noise_scale: float
     noise_w_scale: float
     speaker_id: int | None = None
+
+
+class LoadModel(msgspec.Struct, tag="load"):
+    """Load the Whisper model in directory ``model`` unless it is loaded (it then counts as used now). The
+    engine answers with one ``ModelLoaded`` once it is ready, or failed to load."""
+
+    request_id: str
+    model: str
 
 
 class Abort(msgspec.Struct, tag="abort"):
@@ -161,6 +172,29 @@ class VoiceProbed(msgspec.Struct, tag="probed"):
     """What is wrong with that file, for the uploader."""
 
 
+class ModelLoaded(msgspec.Struct, tag="loaded"):
+    """The answer to one ``LoadModel``."""
+
+    request_id: str
+    model: str
+    error: str | None = None
+    """Why the model could not load; None when it is ready."""
+
+
+class ModelState(msgspec.Struct):
+    """One Whisper model the engine has loaded since it started, for /metrics and GET /v1/models."""
+
+    model: str
+    """Its directory."""
+    loaded: bool
+    memory_bytes: int
+    """Resident memory the engine grew by while it loaded (0 when not loaded)."""
+    loads: int
+    unloads: int
+    load_seconds: float
+    """Seconds its loads took, in all."""
+
+
 class Ready(msgspec.Struct, tag="ready"):
     model_path: str
     is_multilingual: bool
@@ -191,6 +225,7 @@ class EngineStats(msgspec.Struct, tag="stats"):
     """Windows per Whisper batch."""
     batch_seconds: Histogram
     """How long each Whisper batch ran on the model."""
+    models: list[ModelState] = msgspec.field(default_factory=list)
 
 
 class EngineFailed(msgspec.Struct, tag="failed"):
@@ -199,8 +234,8 @@ class EngineFailed(msgspec.Struct, tag="failed"):
     reason: str
 
 
-EngineInput = WindowRequest | SpeechUnit | ProbeVoice | Abort | Shutdown
-EngineOutput = WindowResult | SpeechAudio | VoiceProbed | Ready | EngineFailed | EngineStats
+EngineInput = WindowRequest | SpeechUnit | ProbeVoice | LoadModel | Abort | Shutdown
+EngineOutput = WindowResult | SpeechAudio | VoiceProbed | ModelLoaded | Ready | EngineFailed | EngineStats
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(EngineInput)

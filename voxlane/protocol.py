@@ -145,7 +145,7 @@ ModelKind = Literal["transcription", "speech"]
 class ModelCard(BaseModel):
     """One id a client may send as ``model=``: OpenAI's four fields, then voxlane's ``kind`` (transcription:
     /v1/audio/transcriptions and translations; speech: /v1/audio/speech) and ``root``, the model the id
-    names (an alias's root is another id)."""
+    names (an alias's root is another id), and ``loaded``."""
 
     id: str
     object: Literal["model"] = "model"
@@ -153,6 +153,10 @@ class ModelCard(BaseModel):
     owned_by: str = "voxlane"
     kind: ModelKind
     root: str
+    loaded: bool
+    """Whether the model is loaded in the engine now (speech: always; an alias: its root's)."""
+    memory_bytes: int | None = None
+    """Resident memory the engine grew by when it loaded this Whisper model (None: not loaded)."""
 
 
 class ModelList(BaseModel):

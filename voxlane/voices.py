@@ -25,7 +25,7 @@ import re
 import secrets
 import shutil
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -37,9 +37,6 @@ from voxlane.protocol import VOICE_NAME_PATTERN
 log = logging.getLogger(__name__)
 
 DEFAULT_VOICE = "joe"
-SPEECH_MODEL = "piper"
-SPEECH_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-"""OpenAI's speech models: clients hard-code them for "the server's speech model"."""
 OPENAI_VOICES = (
     "alloy",
     "ash",
@@ -80,9 +77,13 @@ class _Version:
 
 
 class VoiceRegistry:
-    def __init__(self, data_dir: Path, default: tuple[str, str]) -> None:
+    def __init__(self, data_dir: Path, default: tuple[str, str], named: Sequence[tuple[str, str, str]] = ()) -> None:
+        """``named``: (name, model, config) of the voices served by name (--voice, the Hugging Face cache)."""
         self.dir = data_dir / "voices"
         self.default = Voice(DEFAULT_VOICE, default[0], default[1], builtin=True)
+        self._named: dict[str, Voice] = {}
+        for name, model, config in named:
+            self.remember(name, model, config)
         self._index: dict[str, Voice] = {}
         self._versions: dict[str, _Version] = {}
         self._generation = 0
@@ -140,12 +141,18 @@ class VoiceRegistry:
         return voice
 
     def names(self) -> list[Voice]:
-        return [self.default, *sorted(self._index.values(), key=lambda v: v.name)]
+        uploaded = sorted(self._index.values(), key=lambda v: v.name)
+        return [self.default, *(v for v in self._named.values() if v.name not in self._index), *uploaded]
+
+    def remember(self, name: str, model_path: str, config_path: str) -> Voice:
+        """Serve the voice in these files as ``name`` (a voice by name: read-only, never removed)."""
+        voice = self._named[name] = Voice(name, model_path, config_path, builtin=True)
+        return voice
 
     def resolve(self, name: str) -> Voice:
         if name == DEFAULT_VOICE or name in OPENAI_VOICES:
             return self.default
-        voice = self._index.get(name)
+        voice = self._index.get(name) or self._named.get(name)
         if voice is None:
             known = ", ".join(v.name for v in self.names())
             raise InvalidRequest(

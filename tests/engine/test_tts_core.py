@@ -135,12 +135,12 @@ def window_request(request_id: str, index: int, count: int) -> WindowRequest:
     return WindowRequest(request_id, index, count, index * 30.0, 30.0, 3000, 80, TranscribeOptions())
 
 
-def _core_with(slots: int, solo: bool = False, mixed_slots: int = 1, delay_s: float = 0.05):
+def _core_with(slots: int, solo: bool = False, mixed_slots: int = 1, delay_s: float = 0.05, asr_delay_s: float = 0.0):
     activity = SharedActivity()
     config = EngineConfig(model_path="", tts_mixed_slots=mixed_slots)
     runners = [activity.runner(f"slot{i}", delay_s) for i in range(slots)]
     solo_runner = activity.runner("solo", delay_s) if solo else None
-    return EngineCore(FakeRunner(), config, tts_runners=runners, tts_solo_runner=solo_runner), activity
+    return EngineCore(FakeRunner(asr_delay_s), config, tts_runners=runners, tts_solo_runner=solo_runner), activity
 
 
 def test_two_slots_run_two_streams_at_once_and_each_stream_in_order() -> None:
@@ -176,8 +176,8 @@ def test_a_lone_stream_runs_on_the_solo_runner_and_shares_once_another_arrives()
 
 
 def test_speech_keeps_to_its_mixed_share_while_asr_has_work() -> None:
-    core, activity = _core_with(2, solo=True, mixed_slots=1)
-    core.runner = FakeRunner(delay_s=2.0)  # a transcription window still running when speech is done
+    # a transcription window still running when speech is done
+    core, activity = _core_with(2, solo=True, mixed_slots=1, asr_delay_s=2.0)
     now = time.monotonic()
     core.add_window(window_request("asr", 0, 1), np.zeros((80, 3000), dtype=np.float32), now)
     for rid in ("a", "b"):

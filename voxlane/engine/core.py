@@ -10,6 +10,12 @@ A window whose decode stopped early comes back from the runner with ``resume_s``
 continuation (the rest of the window, carrying the segments so far) with the scheduler, where it is due at
 once and shares batches with other requests' windows, and sends the window's result after its last pass.
 
+Several Whisper models (issue 30): each window names its model (``WindowRequest.model``, "" for the
+default). A window of a model that is not loaded waits beside the scheduler while ``ModelPool``
+(model_pool.py) has it loaded on the loader thread, one load at a time, which never blocks ``step``; it then
+joins the scheduler, whose batches never mix models. Idle models are unloaded after ``--model-ttl-s``, or
+to make room within ``--max-loaded-models``, and the engine hands the freed memory back to the system.
+
 Speech units go to ``self.tts`` (engine/tts.py), which has its own execution threads and thread budget;
 ``step`` tells it whether ASR has work (``asr_busy``), so speech uses all its slots only when ASR is idle.
 """
@@ -28,11 +34,13 @@ import numpy as np
 
 from voxlane.audio.features import FRAMES_PER_SECOND
 from voxlane.config import EngineConfig
+from voxlane.engine.model_pool import ModelPool
 from voxlane.engine.request import RequestState, WindowWork
 from voxlane.engine.scheduler import AsrScheduler
 from voxlane.engine.stats import StatsRecorder
 from voxlane.engine.tts import SpeechChunk, TtsCore
-from voxlane.messages import EngineStats, SpeechUnit, WindowRequest, WindowResult
+from voxlane.heap import release_freed_memory, resident_bytes
+from voxlane.messages import EngineStats, LoadModel, ModelLoaded, SpeechUnit, WindowRequest, WindowResult
 from voxlane.runners.base import Runner, SpeechRunner, WindowOutput
 
 log = logging.getLogger(__name__)
@@ -52,10 +60,30 @@ class EngineCore:
         on_batch_done: Callable[[], None] = lambda: None,
         tts_runners: Sequence[SpeechRunner] = (),
         tts_solo_runner: SpeechRunner | None = None,
+        load_runner: Callable[[str], Runner] | None = None,
+        default_memory_bytes: int = 0,
+        now: float | None = None,
     ) -> None:
         """``tts_runners``: one per speech slot (none: an engine without speech); ``tts_solo_runner``: the
-        many-thread runner for a unit that runs alone (engine/tts.py)."""
+        many-thread runner for a unit that runs alone (engine/tts.py); ``load_runner``: loads the Whisper model
+        in a directory (called on the loader thread; None: only ``runner``, the default model, is served)."""
         self.runner = runner
+        self.models = ModelPool(
+            config.model_path,
+            runner,
+            config.max_loaded_models,
+            config.model_ttl_s,
+            time.monotonic() if now is None else now,
+            default_memory_bytes,
+        )
+        self._load_runner = load_runner
+        self._loader = ThreadPoolExecutor(1, thread_name_prefix="voxlane-engine-loader")
+        self._load: Future[tuple[Runner, int, float]] | None = None
+        self._pending: dict[str, list[WindowWork]] = {}
+        """Windows of models that are not loaded yet, by model: they join the scheduler once it is."""
+        self._load_waiters: dict[str, list[str]] = {}
+        """Request ids of LoadModel messages waiting for their model."""
+        self._running_models: dict[Future[tuple[list[_Done], list[float]]], str] = {}
         if not config.engine_workers or not config.max_batch_size:  # not placed (tests): the CPU's values
             config = config.placed("cpu" if config.device == "auto" else config.device, config.compute_type)
         self.workers = config.engine_workers
@@ -72,6 +100,8 @@ class EngineCore:
         """Running batches of batch (not live) work."""
         self._live_seen_s = -math.inf
         self._finished: list[Future[tuple[list[_Done], list[float]]]] = []
+        self._reject: list[WindowResult] = []
+        """Results of windows that cannot run (their model failed to load), sent by the next ``step``."""
         self.continuations = 0
         """Continuation passes queued since start (each costs one more window)."""
         self._lock = threading.Lock()
@@ -101,7 +131,27 @@ class EngineCore:
             state = self.requests[msg.request_id] = RequestState(msg.request_id, now, msg.count)
         if msg.deadline_s is not None:
             self._live_seen_s = now
-        self.scheduler.add(WindowWork(msg, features, arrival_s=state.arrival_s, enqueued_s=now), now)
+        msg.model = msg.model or self.models.default
+        work = WindowWork(msg, features, arrival_s=state.arrival_s, enqueued_s=now)
+        if self.models.is_loaded(msg.model):
+            self.models.touch(msg.model, now)
+            self.scheduler.add(work, now)
+        elif self._load_runner is None:
+            self._reject.append(_error_result(work, "this engine serves only its default model"))
+        else:
+            self._pending.setdefault(msg.model, []).append(work)
+            self.models.want(msg.model)
+
+    def load_model(self, msg: LoadModel, now: float) -> ModelLoaded | None:
+        """The answer now when the model is loaded; else None, and the answer comes from a later ``step``."""
+        if self.models.is_loaded(msg.model):
+            self.models.touch(msg.model, now)
+            return ModelLoaded(msg.request_id, msg.model)
+        if self._load_runner is None:
+            return ModelLoaded(msg.request_id, msg.model, "this engine serves only its default model")
+        self._load_waiters.setdefault(msg.model, []).append(msg.request_id)
+        self.models.want(msg.model)
+        return None
 
     def add_unit(self, msg: SpeechUnit, now: float) -> None:
         if msg.request_id in self._aborted:
@@ -113,6 +163,12 @@ class EngineCore:
     def abort(self, request_id: str) -> None:
         """Forget a request: queued windows are dropped, results of running ones discarded. Idempotent."""
         self.scheduler.abort(request_id)
+        for model, works in list(self._pending.items()):
+            works[:] = [w for w in works if w.request_id != request_id]
+            if not works:
+                del self._pending[model]
+                if not self._load_waiters.get(model):
+                    self.models.forget(model)
         if self.tts is not None:
             self.tts.abort(request_id)
         self.requests.pop(request_id, None)
@@ -123,16 +179,23 @@ class EngineCore:
 
     # --- the step ------------------------------------------------------------------------------
 
-    def step(self, now: float) -> list[WindowResult | SpeechChunk]:
-        outputs: list[WindowResult | SpeechChunk] = list(self._collect(now))
+    def step(self, now: float) -> list[WindowResult | SpeechChunk | ModelLoaded]:
+        outputs: list[WindowResult | SpeechChunk | ModelLoaded] = list(self._collect(now))
+        outputs += self._reject
+        self._reject = []
+        outputs += self._manage_models(now)
         if self.tts is not None:
             outputs.extend(self.tts.step(now, self.asr_busy))
         while len(self._running) < self.workers:
             batch = self.scheduler.next_batch(now, live_only=self._hold_for_live(now))
             if not batch:
                 break
-            future = self._executor.submit(self._execute, batch)
+            model = batch[0].msg.model
+            runner = self.models.runner(model)
+            assert runner is not None, "a model with queued windows is never unloaded"
+            future = self._executor.submit(self._execute, batch, runner)
             self._running.add(future)
+            self._running_models[future] = model
             if batch[0].msg.deadline_s is None:
                 self._batch_work.add(future)
             future.add_done_callback(self._batch_done)
@@ -148,12 +211,78 @@ class EngineCore:
         """Seconds until ``step`` has something to do without new input; None when only input can help."""
         if self.tts is not None and self.tts.idle_with_work(self.asr_busy):
             return 0.0
+        expiry = self.models.next_expiry(self._busy_models())
         if len(self._running) >= self.workers:
-            return None  # a finishing batch wakes the loop
+            return None if expiry is None else max(0.0, expiry - now)  # a finishing batch wakes the loop
         deadline = self.scheduler.next_deadline()
         if deadline is not None and self._hold_for_live(now) and not self.scheduler.has_live:
             deadline = max(deadline, self._live_seen_s + LIVE_HOLD_S)  # batch work waits for the held worker
+        if expiry is not None:
+            deadline = expiry if deadline is None else min(deadline, expiry)
         return None if deadline is None else max(0.0, deadline - now)
+
+    # --- models ----------------------------------------------------------------------------------
+
+    def _busy_models(self) -> set[str]:
+        """Models with work: windows waiting for them, queued or in a running batch."""
+        return {*self._pending, *self.scheduler.models(), *self._running_models.values()}
+
+    def _manage_models(self, now: float) -> list[ModelLoaded]:
+        """Collect a finished load, unload expired models, start the next load. Never waits."""
+        outputs: list[ModelLoaded] = []
+        if self._load is not None and self._load.done():
+            outputs += self._loaded(self._load, now)
+            self._load = None
+        busy = self._busy_models()
+        for model in self.models.expired(busy, now):
+            self._unload(model, "idle for --model-ttl-s")
+        if self._load is None and self._load_runner is not None:
+            nxt = self.models.next_load(busy)
+            if nxt is not None:
+                model, evict = nxt
+                for old in evict:
+                    self._unload(old, "to make room within --max-loaded-models")
+                log.info("loading Whisper model %s", model)
+                self._load = self._loader.submit(self._load_one, self._load_runner, model)
+                self._load.add_done_callback(lambda _f: self._on_batch_done())
+        return outputs
+
+    @staticmethod
+    def _load_one(load: Callable[[str], Runner], model: str) -> tuple[Runner, int, float]:
+        """On the loader thread: the runner, the resident memory the process grew by, the seconds it took."""
+        before, start = resident_bytes(), time.perf_counter()
+        runner = load(model)
+        return runner, max(0, resident_bytes() - before), time.perf_counter() - start
+
+    def _loaded(self, future: Future[tuple[Runner, int, float]], now: float) -> list[ModelLoaded]:
+        model = self.models.loading
+        assert model is not None
+        waiters = self._load_waiters.pop(model, [])
+        pending = self._pending.pop(model, [])
+        try:
+            runner, memory, seconds = future.result()
+        except Exception as exc:
+            log.exception("could not load the Whisper model %s", model)
+            self.models.load_failed(model, 0.0)
+            reason = f"could not load the Whisper model: {exc}"
+            self._reject += [_error_result(work, reason) for work in pending]
+            return [ModelLoaded(request_id, model, reason) for request_id in waiters]
+        self.models.loaded_ok(model, runner, memory, seconds, now)
+        log.info("loaded Whisper model %s in %.2f s (+%.0f MB resident)", model, seconds, memory / 1e6)
+        for work in pending:
+            self.scheduler.add(work, now)
+        return [ModelLoaded(request_id, model) for request_id in waiters]
+
+    def _unload(self, model: str, why: str) -> None:
+        runner = self.models.unload(model)
+        if runner is None:
+            return
+        before = resident_bytes()
+        del runner
+        release_freed_memory()
+        log.info(
+            "unloaded Whisper model %s (%s): %.0f MB resident freed", model, why, (before - resident_bytes()) / 1e6
+        )
 
     @property
     def asr_busy(self) -> bool:
@@ -162,27 +291,31 @@ class EngineCore:
 
     @property
     def busy(self) -> bool:
-        return bool(self._running) or len(self.scheduler) > 0 or (self.tts is not None and self.tts.busy)
+        asr = bool(self._running) or len(self.scheduler) > 0 or bool(self._pending) or self._load is not None
+        return asr or (self.tts is not None and self.tts.busy)
 
     def stats(self) -> EngineStats:
         """The engine's counters now, for /metrics."""
         waiting_units = len(self.tts.scheduler) if self.tts is not None else 0
-        return self._stats.snapshot(len(self.scheduler), waiting_units, len(self._running))
+        stats = self._stats.snapshot(len(self.scheduler), waiting_units, len(self._running))
+        stats.models = self.models.states()
+        return stats
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._loader.shutdown(wait=False, cancel_futures=True)
         if self.tts is not None:
             self.tts.shutdown()
 
     # --- execution (on a worker thread) --------------------------------------------------------
 
-    def _execute(self, batch: Sequence[WindowWork]) -> tuple[list[_Done], list[float]]:
+    def _execute(self, batch: Sequence[WindowWork], runner: Runner) -> tuple[list[_Done], list[float]]:
         """The batch's results, and what it cost: seconds of engine time per window, one sample per pass
         that ran clean. Touches no engine state: ``_collect`` folds the cost into the scheduler on the
         loop thread."""
         start = time.perf_counter()
         try:
-            outputs = self._run_checked(batch)
+            outputs = self._run_checked(batch, runner)
         except Exception:
             if len(batch) == 1:
                 log.exception("window %d of %s failed", batch[0].msg.index, batch[0].request_id)
@@ -192,7 +325,7 @@ class EngineCore:
             done: list[_Done] = []
             costs: list[float] = []
             for work in batch:
-                one, cost = self._execute([work])
+                one, cost = self._execute([work], runner)
                 done += one
                 costs += cost
             return done, costs
@@ -200,8 +333,8 @@ class EngineCore:
         self._stats.batch(len(batch), elapsed)
         return list(zip(batch, outputs)), [elapsed / len(batch) / self.workers]
 
-    def _run_checked(self, batch: Sequence[WindowWork]) -> list[WindowOutput]:
-        outputs = self.runner.run(batch)
+    def _run_checked(self, batch: Sequence[WindowWork], runner: Runner) -> list[WindowOutput]:
+        outputs = runner.run(batch)
         if len(outputs) != len(batch):
             raise RuntimeError(f"runner returned {len(outputs)} results for a batch of {len(batch)}")
         for work, output in zip(batch, outputs):
@@ -221,6 +354,9 @@ class EngineCore:
         for future in finished:
             self._running.discard(future)
             self._batch_work.discard(future)
+            model = self._running_models.pop(future, None)
+            if model is not None:
+                self.models.touch(model, now)  # its TTL counts from the end of its last batch
             if future.cancelled():
                 continue
             done, costs = future.result()

@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import zmq
@@ -27,11 +28,12 @@ import zmq
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
 from voxlane.engine.tts import SpeechChunk
-from voxlane.heap import freeze_startup_heap, keep_freed_memory
+from voxlane.heap import freeze_startup_heap, keep_freed_memory, resident_bytes
 from voxlane.messages import (
     Abort,
     EngineFailed,
     EngineOutput,
+    LoadModel,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -118,7 +120,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     threading.Thread(target=_output_thread, args=(out_sock, outbox), name="voxlane-engine-out", daemon=True).start()
     try:
         config = _place(config)
-        runner, tts_runners, tts_solo = _load_runners(config)
+        runner, tts_runners, tts_solo, default_memory = _load_runners(config)
     except Exception as exc:
         if isinstance(exc, CudaUnavailable):
             log.error("%s", exc)  # the one line says it all: no traceback
@@ -129,7 +131,13 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         time.sleep(0.5)  # let the output thread send the reason
         return
     core = EngineCore(
-        runner, config, on_batch_done=lambda: inbox.put(_WAKE), tts_runners=tts_runners, tts_solo_runner=tts_solo
+        runner,
+        config,
+        on_batch_done=lambda: inbox.put(_WAKE),
+        tts_runners=tts_runners,
+        tts_solo_runner=tts_solo,
+        load_runner=_whisper_loader(config),
+        default_memory_bytes=default_memory,
     )
     freeze_startup_heap()  # full collections would otherwise walk the loaded runtimes' objects each time
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
@@ -200,14 +208,29 @@ def _place(config: EngineConfig) -> EngineConfig:
     return config.placed(placement.device, placement.compute_type)
 
 
-def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:
-    """The Whisper runner, one Piper runner per speech slot and the solo Piper runner (None when
-    --tts-solo-threads is 1), or an exception whose message tells the operator which model failed and why."""
+def _whisper_loader(config: EngineConfig) -> Callable[[str], Any]:
+    """Loads another Whisper model (a directory) with the default model's settings, its threads as nice."""
+    from voxlane.runners.whisper import WhisperRunner
+
+    def load(model_path: str) -> Any:
+        return _in_nicer_thread(lambda: WhisperRunner.load(replace(config, model_path=model_path)), config.asr_niceness)
+
+    return load
+
+
+def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any, int]:
+    """The Whisper runner, one Piper runner per speech slot, the solo Piper runner (None when
+    --tts-solo-threads is 1) and the resident memory the Whisper model took, or an exception whose message
+    tells the operator which model failed and why."""
     from voxlane.runners.piper import PiperRunner
     from voxlane.runners.whisper import WhisperRunner
 
     try:
+        import ctranslate2  # noqa: F401  the runtime's own memory is not the model's
+
+        before = resident_bytes()
         runner = _in_nicer_thread(lambda: WhisperRunner.load(config), config.asr_niceness)
+        memory = max(0, resident_bytes() - before)
     except Exception as exc:
         raise RuntimeError(f"could not load the Whisper model from {config.model_path}: {exc}") from exc
     try:
@@ -220,7 +243,7 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any]:
                 tts_runner.voice(*config.tts_preload)
     except Exception as exc:
         raise RuntimeError(f"could not load the Piper voice {config.tts_preload}: {exc}") from exc
-    return runner, tts_runners, solo
+    return runner, tts_runners, solo, memory
 
 
 def _loop(
@@ -257,6 +280,10 @@ def _loop(
                 core.add_unit(msg, now)
             elif isinstance(msg, ProbeVoice):
                 probes.put(msg)
+            elif isinstance(msg, LoadModel):
+                answer = core.load_model(msg, now)
+                if answer is not None:
+                    outbox.put(answer)
             elif isinstance(msg, Abort):
                 core.abort(msg.request_id)
             elif isinstance(msg, Shutdown):

@@ -16,8 +16,8 @@ Contract:
   window whose fair turn comes later (a long file's later windows), and behind those whose turn came
   before its deadline. Batch work cannot starve: a queued batch window's virtual start time is fixed, and
   the deadlines of live work arriving later only grow past it.
-- A batch holds windows of one (task, temperature, partial or not, live or not): those decode with the same
-  settings, and live work does not wait for batch windows that share its batch.
+- A batch holds windows of one (Whisper model, task, temperature, partial or not, live or not): those decode
+  with the same settings, and live work does not wait for batch windows that share its batch.
 - Live work runs alone, one decode to a batch. On a CPU a batch costs about the sum of its windows, so a
   final batched with others waits for all of them (and for the temperature fallback of one whose greedy
   decode loops, seconds); alone, the engine's workers take the decodes due next side by side. Measured
@@ -36,17 +36,18 @@ from voxlane.engine.request import WindowWork
 from voxlane.runners.base import is_short
 
 
-def batch_key(work: WindowWork, short_pad_frames: int = 0) -> tuple[str, float, bool, bool, bool]:
-    """Windows that may share a batch. Live work shares only with live work: on a CPU a batch costs about
-    the sum of its windows, so a live final batched with seven windows of a long file would wait for all
-    eight. A short window (``is_short``: encoded on its own frames) shares only with short windows: beside a
-    30 s window it would be padded to 30 s."""
+def batch_key(work: WindowWork, short_pad_frames: int = 0) -> tuple[str, float, bool, bool, bool, str]:
+    """Windows that may share a batch, of one Whisper model only. Live work shares only with live work: on a
+    CPU a batch costs about the sum of its windows, so a live final batched with seven windows of a long file
+    would wait for all eight. A short window (``is_short``: encoded on its own frames) shares only with short
+    windows: beside a 30 s window it would be padded to 30 s."""
     return (
         work.options.task,
         work.options.temperature,
         work.msg.partial,
         work.msg.deadline_s is not None,
         is_short(work, short_pad_frames),
+        work.msg.model,
     )
 
 
@@ -102,6 +103,10 @@ class AsrScheduler:
     def next_deadline(self) -> float | None:
         oldest = self._oldest()
         return None if oldest is None else oldest.enqueued_s + self.max_batch_wait_s
+
+    def models(self) -> set[str]:
+        """The models of the queued windows (a linear scan, as ``has_live``)."""
+        return {w.msg.model for _, _, w in self._heap if w.queued}
 
     @property
     def has_live(self) -> bool:

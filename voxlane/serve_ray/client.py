@@ -28,7 +28,7 @@ from voxlane.engine.client import EngineClient, ResultStream
 from voxlane.engine.client.admission import Admission
 from voxlane.engine.client.supervisor import RestartPolicy
 from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
-from voxlane.messages import ProbeVoice, SpeechUnit, VoiceProbed, WindowRequest
+from voxlane.messages import LoadModel, ProbeVoice, SpeechUnit, VoiceProbed, WindowRequest
 from voxlane.serve_ray.replica import ReplicaError
 
 log = logging.getLogger(__name__)
@@ -82,17 +82,22 @@ class RayEngineClient(EngineClient):
     def healthy(self) -> bool:
         return self.state == "ready"
 
-    async def send(self, msg: WindowRequest | SpeechUnit | ProbeVoice, features: np.ndarray | None = None) -> None:
+    async def send(
+        self, msg: WindowRequest | SpeechUnit | ProbeVoice | LoadModel, features: np.ndarray | None = None
+    ) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream to a replica;
         returns at once, and the replica's answer goes to the stream."""
         self.check_alive()
         entry = self._streams.get(msg.request_id)
-        if entry is None or isinstance(msg, ProbeVoice):
-            return  # the stream is gone (its calls are cancelled); probes go through probe_voice
+        if entry is None or isinstance(msg, (ProbeVoice, LoadModel)):
+            return  # the stream is gone (its calls are cancelled); probes go through probe_voice, loads need none
         call = asyncio.create_task(self._call(entry[1], msg, features), name=f"voxlane-ray-{msg.request_id[:8]}")
         calls = self._calls.setdefault(msg.request_id, set())
         calls.add(call)
         call.add_done_callback(calls.discard)
+
+    async def load_model(self, model: str, wait_s: float) -> None:
+        """On Ray each engine replica loads a model on its first window of it (no bounded wait here)."""
 
     async def probe_voice(self, model_path: str, config_path: str, timeout_s: float) -> VoiceProbed:
         self.check_alive()

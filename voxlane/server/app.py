@@ -24,6 +24,7 @@ from voxlane.engine.client import EngineClient, EngineStartFailed
 from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
 from voxlane.server.auth import RequireApiKey
+from voxlane.server.catalog import ModelCatalog
 from voxlane.server.drain import Drain, DrainGate
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import LoopWatchdog
@@ -48,7 +49,11 @@ def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -
         metrics = Metrics()
 
         engine = make_engine(config, on_restart=metrics.engine_restarts.inc)
-        registry = VoiceRegistry(Path(config.data_dir), config.engine.tts_preload or default_voice_paths())
+        registry = VoiceRegistry(
+            Path(config.data_dir),
+            config.engine.tts_preload or default_voice_paths(),
+            [(v.name, v.model_path, v.config_path) for v in config.voices],
+        )
         try:
             await executors.run("files", registry.load)
             await executors.warm_up((config.engine.tts_preload or default_voice_paths())[1])
@@ -57,9 +62,12 @@ def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -
             except EngineStartFailed as exc:
                 log.error("voxlane cannot start: %s", exc)  # uvicorn's copy of the traceback is filtered out (cli.py)
                 raise
-            metrics.watch(engine, executors)
+            catalog = ModelCatalog(config)
+            metrics.watch(engine, executors, catalog.name_of)
             app.state.drain.on_expiry = engine.stop_serving
-            app.state.voxlane = AppState(config, executors, engine, metrics, int(time.time()), voices=registry)
+            app.state.voxlane = AppState(
+                config, executors, engine, metrics, int(time.time()), voices=registry, catalog=catalog
+            )
             frozen = freeze_startup_heap()  # before serving: this one full collection is the last of its size
             metrics.gc.install()
             monitor = asyncio.create_task(metrics.loop.run(), name="voxlane-loop-monitor")

@@ -20,10 +20,10 @@ What is on it, and who keeps it:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
@@ -163,9 +163,9 @@ class Metrics:
         registry.register(self.gc)
         ProcessCollector(registry=registry)
 
-    def watch(self, engine: EngineClient, executors: Executors) -> None:
-        """Show ``engine`` and ``executors`` too, read at each scrape."""
-        self.registry.register(_EngineCollector(engine))
+    def watch(self, engine: EngineClient, executors: Executors, name_of: Callable[[str], str] = str) -> None:
+        """Show ``engine`` and ``executors`` too, read at each scrape; ``name_of`` names a model by its directory."""
+        self.registry.register(_EngineCollector(engine, name_of))
         self.registry.register(_ExecutorCollector(executors))
 
         def engine_pid() -> int | str:
@@ -216,8 +216,10 @@ class RequestMetrics:
 
 
 class _EngineCollector:
-    def __init__(self, engine: EngineClient) -> None:
+    def __init__(self, engine: EngineClient, name_of: Callable[[str], str]) -> None:
         self.engine = engine
+        self.name_of = name_of
+        """A Whisper model's name, from its directory."""
 
     def collect(self) -> Iterator[Metric]:
         engine = self.engine
@@ -250,12 +252,40 @@ class _EngineCollector:
             yield GaugeMetricFamily(
                 "voxlane_engine_running_batches", "Whisper batches running on the model.", value=stats.running_batches
             )
+        yield from self._models(stats.models if up else [])
         yield _histogram("voxlane_engine_batch_size_windows", "Windows per Whisper batch.", stats.batch_size)
         yield _histogram(
             "voxlane_engine_batch_duration_seconds",
             "How long each Whisper batch ran on the model.",
             stats.batch_seconds,
         )
+
+    def _models(self, models: list[messages.ModelState]) -> Iterator[Metric]:
+        """The Whisper models the engine has loaded since it started, labelled by the name clients send."""
+        yield GaugeMetricFamily(
+            "voxlane_engine_models_loaded",
+            "Whisper models loaded in the engine now.",
+            value=sum(m.loaded for m in models),
+        )
+        label = ["model"]
+        memory = GaugeMetricFamily(
+            "voxlane_engine_model_memory_bytes",
+            "Resident memory the engine grew by when it loaded each Whisper model loaded now.",
+            labels=label,
+        )
+        loads = CounterMetricFamily("voxlane_engine_model_loads", "Loads of each Whisper model.", labels=label)
+        unloads = CounterMetricFamily("voxlane_engine_model_unloads", "Unloads of each Whisper model.", labels=label)
+        seconds = CounterMetricFamily(
+            "voxlane_engine_model_load_seconds", "Seconds the loads of each Whisper model took.", labels=label
+        )
+        for m in models:
+            name = [self.name_of(m.model)]
+            if m.loaded:
+                memory.add_metric(name, m.memory_bytes)
+            loads.add_metric(name, m.loads)
+            unloads.add_metric(name, m.unloads)
+            seconds.add_metric(name, m.load_seconds)
+        yield from (memory, loads, unloads, seconds)
 
 
 def _histogram(name: str, documentation: str, histogram: messages.Histogram) -> HistogramMetricFamily:

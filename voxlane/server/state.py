@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from voxlane.config import MODEL_ALIASES, ServerConfig
+from voxlane.config import ServerConfig
 from voxlane.engine.client import EngineClient
-from voxlane.errors import ModelNotFound
+from voxlane.models import WhisperModel
+from voxlane.server.catalog import ModelCatalog
 from voxlane.server.executors import Executors
 from voxlane.server.metrics import Metrics
 from voxlane.voices import VoiceRegistry
@@ -24,16 +25,25 @@ class AppState:
     voices: VoiceRegistry | None = None
     realtime_sessions: int = 0
     """Live transcription WebSockets open now (bounded by --realtime-max-connections)."""
+    catalog: ModelCatalog | None = None
 
-    def resolve_model(self, requested: str) -> str:
-        """The served model's id for ``requested``, or ModelNotFound."""
-        names = {self.config.model_name, self.config.model, *MODEL_ALIASES}
-        if requested in names:
-            return self.config.model_name
-        raise ModelNotFound(
-            f"the model '{requested}' does not exist on this server; send model='{self.config.model_name}' "
-            f"(or one of its aliases: {', '.join(MODEL_ALIASES)}). GET /v1/models lists the models."
-        )
+    def __post_init__(self) -> None:
+        if self.catalog is None:
+            self.catalog = ModelCatalog(self.config)
+
+    @property
+    def models(self) -> ModelCatalog:
+        assert self.catalog is not None
+        return self.catalog
+
+    async def whisper_model(self, requested: str) -> WhisperModel:
+        """The Whisper model ``requested`` names, loaded in the engine (ModelNotFound, 404, when there is none
+        on this machine; a 503 with Retry-After when it is still loading after --model-load-wait-s). The
+        default model is always loaded: it costs no round trip to the engine."""
+        model = await self.models.whisper(requested, self.executors)
+        if model.path != self.models.default.path:
+            await self.engine.load_model(model.path, self.config.model_load_wait_s)
+        return model
 
 
 def get_state(request: Request) -> AppState:

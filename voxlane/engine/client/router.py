@@ -30,6 +30,9 @@ from voxlane.messages import (
     Abort,
     EngineFailed,
     EngineStats,
+    LoadModel,
+    ModelLoaded,
+    ModelState,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -178,6 +181,48 @@ class EngineClient:
     def n_mels(self) -> int:
         return self.ready.n_mels if self.ready else 80
 
+    @property
+    def models(self) -> dict[str, ModelState]:
+        """The Whisper models the engine has loaded since it started, by directory (its latest stats)."""
+        return {m.model: m for m in self.stats.models} if self.stats is not None and self.healthy else {}
+
+    async def load_model(self, model: str, wait_s: float) -> None:
+        """Return once the engine has the Whisper model in directory ``model`` loaded: at once when its latest
+        stats say so (a window of a model unloaded since then makes the engine load it again), else after it
+        answers a ``LoadModel``. A model still loading after ``wait_s`` is a 503 with Retry-After (its load goes
+        on); one that cannot load is a 503 that says why."""
+        self.check_alive()
+        known = self.models.get(model)
+        if known is not None and known.loaded:
+            return
+        stream = ResultStream[ModelLoaded](f"load-{uuid.uuid4().hex}", 1, "loading this model")
+        began = time.monotonic()
+        async with self._open(stream, ModelLoaded, abort=False):  # nothing to abort: the load is wanted anyway
+            await self.send(LoadModel(stream.request_id, model))
+            try:
+                async for answer in stream.results(wait_s):
+                    if answer.error is not None:
+                        raise EngineUnavailable(answer.error, code="model_load_failed")
+                    return
+            except EngineUnavailable as exc:
+                if exc.code != "engine_unavailable" or not self.healthy:
+                    raise
+                retry_s = max(1, math.ceil(self.expected_load_s(model) - (time.monotonic() - began)))
+                raise EngineUnavailable(
+                    f"the model is still loading after {wait_s:g} s (--model-load-wait-s); retry in {retry_s} s",
+                    code="model_loading",
+                    retry_after_s=retry_s,
+                ) from None
+
+    def expected_load_s(self, model: str) -> float:
+        """How long a load of ``model`` should take: its past loads' mean, else that of all models, else 5 s."""
+        states = list(self.models.values())
+        mine = [m for m in states if m.model == model and m.loads]
+        for pool in (mine, [m for m in states if m.loads and m.load_seconds > 0]):
+            if pool:
+                return sum(m.load_seconds for m in pool) / sum(m.loads for m in pool)
+        return 5.0
+
     # --- requests --------------------------------------------------------------------------------
 
     @contextmanager
@@ -234,7 +279,9 @@ class EngineClient:
         finally:
             self.admission.end_speech(request_id)
 
-    async def send(self, msg: WindowRequest | SpeechUnit | ProbeVoice, features: np.ndarray | None = None) -> None:
+    async def send(
+        self, msg: WindowRequest | SpeechUnit | ProbeVoice | LoadModel, features: np.ndarray | None = None
+    ) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
         self.check_alive()
         try:
@@ -356,7 +403,7 @@ class EngineClient:
     async def _receive(self, socket: EngineSocket) -> None:
         while True:
             msg, pcm = await socket.recv()
-            if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed)):
+            if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed, ModelLoaded)):
                 entry = self._streams.get(msg.request_id)
                 if entry is None or not isinstance(msg, entry[0]):
                     log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)

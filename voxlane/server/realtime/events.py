@@ -236,14 +236,8 @@ def _transcription(value: Any, param: str) -> dict[str, Any]:
             raise InvalidRequest(f"'{param}.{key}' must be a string", param=f"{param}.{key}")
     if value.get("model"):
         out["model"] = value["model"]
-    if "language" in value:
-        language = value["language"] or None
-        if language not in (None, "en"):
-            raise InvalidRequest(
-                f"the server's model is English-only; send language 'en' or leave it out, not {language!r}",
-                param=f"{param}.language",
-            )
-        out["language"] = language
+    if "language" in value:  # the session checks it against its model (English-only models take only 'en')
+        out["language"] = value["language"] or None
     if "prompt" in value:
         prompt = value["prompt"] or None
         if prompt is not None and len(prompt) > 4096:

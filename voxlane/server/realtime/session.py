@@ -143,6 +143,8 @@ class RealtimeSession:
         self.config = state.config
         self.id = new_id("sess")
         self.settings = SessionSettings()
+        self.model = state.models.default
+        """The Whisper model of the session's decodes (its transcription ``model``)."""
         self.shape: Shape = "ga"
         self.live = LiveInput(self.settings.rate, self.settings.turn_detection, encoding=self.settings.encoding)
         self._pcm: list[np.ndarray] = []
@@ -247,6 +249,14 @@ class RealtimeSession:
 
     async def _update(self, event: dict[str, Any]) -> None:
         settings, shape = apply_update(self.settings, event)
+        model = await self.state.whisper_model(settings.model)  # 404 error event: the session keeps its model
+        if settings.language not in (None, "en") and not model.multilingual:
+            raise InvalidRequest(
+                f"the model '{model.name}' is English-only; send language 'en' or leave it out, not "
+                f"{settings.language!r}, or send a multilingual model (whisper-base)",
+                param="session.audio.input.transcription.language",
+            )
+        self.model = model
         heard = (settings.rate, settings.encoding, settings.turn_detection)
         if heard != (self.settings.rate, self.settings.encoding, self.settings.turn_detection):
             if self.turn is not None and self.settings.turn_detection is not None and settings.turn_detection is None:
@@ -596,7 +606,7 @@ class RealtimeSession:
     async def _decode(self, pcm: np.ndarray, start: int, partial: bool, prefix: str | None = None) -> str:
         """Text of ``pcm`` (int16, 16 kHz, at most 30 s) from the engine, ahead of batch work."""
         engine = self.state.engine
-        n_mels = engine.n_mels
+        n_mels = self.model.n_mels
         offset_s = start / SAMPLE_RATE
         speech = None
         asked = time.monotonic()
@@ -629,6 +639,7 @@ class RealtimeSession:
                     speech=speech,
                     deadline_s=PARTIAL_DEADLINE_S if partial else FINAL_DEADLINE_S,
                     partial=partial,
+                    model="" if self.model.path == self.state.models.default.path else self.model.path,
                 ),
                 features,
             )

@@ -24,15 +24,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from voxlane.audio.encode import MEDIA_TYPES, close_stream, encode_stream, finish_stream, open_stream
+from voxlane.config import SPEECH_MODEL
 from voxlane.engine.client import ResultStream, SpeechResult
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
 from voxlane.messages import SpeechUnit
+from voxlane.models import ModelNotPresent, resolve_voice, voice_repo_path
 from voxlane.protocol import SpeechAudioDelta, SpeechAudioDone, SpeechRequest, error_responses, sse_content
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 from voxlane.text.phonemes import phoneme_ids, prepare
 from voxlane.voice_config import VoiceConfig
-from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES, Voice, remove_dir
+from voxlane.voices import Voice, remove_dir
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -59,8 +61,7 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     arrived_s = time.perf_counter()
     state = get_state(request)
     _validate(body, state)
-    assert state.voices is not None
-    voice = state.voices.resolve(body.voice)
+    voice = await _voice(state, body.voice)
     state.engine.check_alive()
     state.engine.check_speech(len(body.input))  # a full queue answers 429 before any text work
     job = _SpeechJob(state, body, voice)
@@ -70,11 +71,29 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     return StreamingResponse(_audio(job), media_type=job.media_type)
 
 
+async def _voice(state: AppState, name: str) -> Voice:
+    """The voice ``name``: the default, an uploaded one, one served by name (--voice), or a Piper voice name
+    found in the Hugging Face cache's rhasspy/piper-voices (read on the files pool, then remembered)."""
+    registry = state.voices
+    assert registry is not None
+    try:
+        return registry.resolve(name)
+    except InvalidRequest:
+        if voice_repo_path(name) is None:
+            raise
+    try:
+        files = await state.executors.run("files", resolve_voice, name, state.config.hub, state.config.models_dir)
+    except ModelNotPresent as exc:
+        raise InvalidRequest(str(exc), param="voice", code="voice_not_found") from None
+    return registry.remember(name, files.model_path, files.config_path)
+
+
 def _validate(body: SpeechRequest, state: AppState) -> None:
-    if body.model not in (SPEECH_MODEL, *SPEECH_MODEL_ALIASES):
+    if not state.models.is_speech(body.model):
+        speech = [name for name in state.models.aliases if state.models.is_speech(name)]
         raise ModelNotFound(
-            f"the speech model '{body.model}' does not exist on this server; send model='piper' "
-            f"(or one of its aliases: {', '.join(SPEECH_MODEL_ALIASES)})"
+            f"the speech model '{body.model}' does not exist on this server; send model='{SPEECH_MODEL}' "
+            f"(or one of its aliases: {', '.join(speech)})"
         )
     if not body.input.strip():
         raise InvalidRequest("'input' is empty; send the text to speak", param="input", code="empty_input")

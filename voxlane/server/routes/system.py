@@ -1,16 +1,20 @@
-"""GET /health, /metrics, /v1/models."""
+"""GET /health, /metrics, /v1/models; POST /v1/models/{id} (a pull)."""
 
 from __future__ import annotations
+
+import logging
+import time
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from voxlane.config import MODEL_ALIASES
-from voxlane.errors import ModelNotFound
+from voxlane.errors import InvalidRequest, ModelNotFound
+from voxlane.models import ModelNotPresent, pull, voice_repo_path
 from voxlane.protocol import Health, ModelCard, ModelKind, ModelList, error_responses
 from voxlane.server.drain import Drain
 from voxlane.server.state import AppState, get_state
-from voxlane.voices import SPEECH_MODEL, SPEECH_MODEL_ALIASES
+
+log = logging.getLogger(__name__)
 
 router = APIRouter()
 
@@ -51,32 +55,65 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/v1/models", response_model=ModelList)
 async def list_models(request: Request) -> Response:
-    return JSONResponse(ModelList(data=list(model_cards(get_state(request)).values())).model_dump())
+    """Every id a client may send as ``model=``, with its ``kind`` and whether it is ``loaded``."""
+    cards = await model_cards(get_state(request))
+    return JSONResponse(ModelList(data=list(cards.values())).model_dump())
 
 
 @router.get("/v1/models/{model_id:path}", response_model=ModelCard, responses=error_responses(404))
 async def get_model(model_id: str, request: Request) -> Response:
-    cards = model_cards(get_state(request))
+    state = get_state(request)
+    cards = await model_cards(state)
     card = cards.get(model_id)
     if card is None:
-        raise ModelNotFound(
-            f"the model '{model_id}' does not exist on this server; send one of: {', '.join(cards)}. "
-            "GET /v1/models lists them with their kind."
-        )
+        try:  # a path, or a repo id in the cache, is a model too
+            await state.models.whisper(model_id, state.executors)
+        except ModelNotFound as exc:
+            raise ModelNotFound(
+                f"{exc.message.removesuffix(' (GET /v1/models lists the models this server has)')}; send one of: "
+                f"{', '.join(cards)}. GET /v1/models lists them with their kind."
+            ) from None
+        card = _card(state, model_id, "transcription", model_id)
     return JSONResponse(card.model_dump())
 
 
-def model_cards(state: AppState) -> dict[str, ModelCard]:
-    """Every id a client may send as ``model=``, by id: the Whisper model and its aliases (``whisper-1``),
-    then the speech model and its aliases (``tts-1``, ``tts-1-hd``). Voices are listed by /v1/audio/voices."""
-    whisper = state.config.model_name
-    names: list[tuple[str, ModelKind, str]] = [
-        (whisper, "transcription", whisper),
-        *((alias, "transcription", whisper) for alias in MODEL_ALIASES),
-        (SPEECH_MODEL, "speech", SPEECH_MODEL),
-        *((alias, "speech", SPEECH_MODEL) for alias in SPEECH_MODEL_ALIASES),
-    ]
+@router.post("/v1/models/{model_id:path}", response_model=ModelCard, responses=error_responses(400, 404))
+async def pull_model(model_id: str, request: Request) -> Response:
+    """Download a model into the Hugging Face cache: a CTranslate2 Whisper repo id (Systran/faster-whisper-small)
+    or a Piper voice name (en_US-lessac-medium, from rhasspy/piper-voices). It answers once the files are there
+    (the server's log shows the download); a transcription never downloads anything itself."""
+    state = get_state(request)
+    began = time.monotonic()
+    try:
+        path = await state.executors.run("files", pull, model_id, state.config.hub)
+    except ModelNotPresent as exc:
+        raise InvalidRequest(str(exc), param="model", code="model_not_pullable") from None
+    except Exception as exc:  # the hub's own errors (network, a repo that does not exist)
+        raise InvalidRequest(f"pulling '{model_id}' failed: {exc}", param="model", code="pull_failed") from None
+    log.info("pulled %s into %s in %.1f s", model_id, path, time.monotonic() - began)
+    kind: ModelKind = "speech" if voice_repo_path(model_id) is not None else "transcription"
+    return JSONResponse(_card(state, model_id, kind, model_id).model_dump())
+
+
+def _card(state: AppState, model_id: str, kind: ModelKind, root: str) -> ModelCard:
+    loaded: bool = kind == "speech"
+    memory = None
+    path = state.models.path_of(root)
+    if kind == "transcription" and path is not None:
+        engine_state = state.engine.models.get(path)
+        loaded = engine_state is not None and engine_state.loaded
+        if path == state.models.default.path:  # preloaded, never unloaded (stats come once a second)
+            loaded = state.engine.healthy
+        memory = engine_state.memory_bytes if engine_state is not None and loaded else None
+    return ModelCard(id=model_id, created=state.started_at, kind=kind, root=root, loaded=loaded, memory_bytes=memory)
+
+
+async def model_cards(state: AppState) -> dict[str, ModelCard]:
+    """Every id a client may send as ``model=``, by id: the Whisper models (those served, then the installed ones
+    and those in the Hugging Face cache), their aliases (``whisper-1``), then the speech model and its aliases
+    (``tts-1``). Voices are listed by /v1/audio/voices."""
+    listing = await state.executors.run("files", state.models.listing)
     cards: dict[str, ModelCard] = {}
-    for model_id, kind, root in names:  # a model directory named like an alias keeps its own card
-        cards.setdefault(model_id, ModelCard(id=model_id, created=state.started_at, kind=kind, root=root))
+    for model_id, kind, root in listing:  # a model directory named like an alias keeps its own card
+        cards.setdefault(model_id, _card(state, model_id, kind, root))
     return cards

