@@ -23,7 +23,13 @@ from typing import Any
 
 DEFAULT_MODEL_NAME = "whisper-tiny.en"
 # Names that clients hard-code for "the server's Whisper model": OpenAI's transcription models.
-MODEL_ALIASES = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe")
+MODEL_ALIASES = (
+    "whisper-1",
+    "gpt-4o-transcribe",
+    "gpt-4o-mini-transcribe",
+    "gpt-transcribe",
+    "gpt-4o-transcribe-diarize",
+)
 
 # The defaults that depend on the machine, computed here once. --help and the README show the rule.
 AUDIO_PREPROCESS_WORKERS_DEFAULT = min(os.cpu_count() or 1, 2)
@@ -242,6 +248,18 @@ class EngineConfig:
     streams) one speech stream of 16 stalled in 3 of 4 rounds at 1.15 and none at 1.25 (docs/tts.md, "Issue
     11, second round"): Whisper starting and stopping moves the cost of speech units more than the smoothed
     estimate follows."""
+    speaker_model: str = setting(
+        "",
+        "the speaker encoder's weights for diarization (response_format=diarized_json), a .npz made by "
+        "python -m voxlane.speakers.weights; empty: the one make install fetched into the environment",
+        shown_default="(the environment's share/voxlane/ge2e-resemblyzer-0.1.4.npz)",
+    )
+    """Without the file the server still starts and transcribes; diarized_json is then a 400 that says how to get it."""
+    speaker_threads: int = setting(
+        1, "threads of the speaker encoder (numpy's BLAS in the engine process), on its own executor thread", minimum=1
+    )
+    """The encoder costs about 0.7 s of one core per minute of speech (docs/diarization.md): one thread beside
+    Whisper's is enough on 2 cores."""
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
     warm_up_beam_sizes: tuple[int, ...] = ()
@@ -504,6 +522,28 @@ class ServerConfig:
     text 0.28-0.38 s after the turn's end at the median against 0.25-0.27 s greedy in the same session
     (0.54 s against 0.47 s on a slower host), partials 1.03-1.05 a second against 1.08-1.10: each forced
     context token costs the decoder a step per beam. 1 (greedy) for more streams on few cores."""
+    diarize_threshold: float = setting(
+        0.65,
+        "diarization: average cosine similarity down to which speech regions are joined into one speaker's "
+        "cluster (first stage; higher: more speakers)",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    """Tuned on the dev set's synthetic conversations (docs/diarization.md)."""
+    diarize_merge_threshold: float = setting(
+        0.8,
+        "diarization: cosine similarity of two clusters' centroids down to which they are merged as one "
+        "speaker (second stage; higher: more speakers)",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    diarize_known_threshold: float = setting(
+        0.7,
+        "diarization: cosine similarity between a speaker's centroid and a known_speaker_references clip at "
+        "which the speaker takes that name",
+        minimum=0.0,
+        maximum=1.0,
+    )
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1

@@ -1,7 +1,8 @@
 """The speaker encoder: Resemblyzer's GE2E network (3 LSTM layers of 256 over 40 mel bands, a linear layer
 of 256 with ReLU, L2-normalised) run with numpy, on weights converted from its checkpoint at install time
 (voxlane/speakers/weights.py). It embeds partial utterances of 1.6 s (160 frames of 10 ms), many at once:
-each LSTM step is one matrix product over the whole batch."""
+each LSTM step is one matrix product over the whole batch. No torch, no onnxruntime: numpy's BLAS, whose
+threads the engine sets (--speaker-threads)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from voxlane.speakers.features import FRAMES_PER_S
+from voxlane.speakers.diarize import PARTIAL_FRAMES, partial_starts
 
-PARTIAL_FRAMES = 160
-"""1.6 s: the length of the partial utterances the encoder was trained on."""
+HOP_FRAMES = 80
+"""Partials every 0.8 s over a region (half overlapping): 0.7 s of one core per minute of speech."""
+MAX_BATCH = 64
+"""Partials embedded in one pass: bounds the LSTM's activations (64 x 160 x 256 floats a layer, 10 MB)."""
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -30,11 +33,36 @@ class SpeakerEncoder:
         self.linear_w = np.ascontiguousarray(weights["linear.weight"].T, dtype=np.float32)
         self.linear_b = weights["linear.bias"].astype(np.float32)
         self.hidden = self.layers[0][1].shape[0]
+        self.dim = self.linear_w.shape[1]
 
     @classmethod
     def load(cls, path: str | Path) -> SpeakerEncoder:
         with np.load(path) as npz:
             return cls({k: npz[k] for k in npz.files})
+
+    def embed_regions(self, mel: np.ndarray, regions: list[tuple[int, int]]) -> tuple[np.ndarray, list[int]]:
+        """One L2-normalised embedding per region of ``mel`` (frames x 40): the mean of its partials'; and how
+        many partials each had."""
+        n_frames = len(mel)
+        if n_frames < PARTIAL_FRAMES:
+            mel = np.concatenate([mel, np.zeros((PARTIAL_FRAMES - n_frames, mel.shape[1]), dtype=np.float32)])
+        plan = [partial_starts(a, b, n_frames, HOP_FRAMES) for a, b in regions]
+        starts = [s for region in plan for s in region]
+        if not starts:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        vectors = np.concatenate(
+            [
+                self.embed(np.stack([mel[s : s + PARTIAL_FRAMES] for s in starts[i : i + MAX_BATCH]]))
+                for i in range(0, len(starts), MAX_BATCH)
+            ]
+        )
+        out = np.empty((len(regions), self.dim), dtype=np.float32)
+        at = 0
+        for k, region in enumerate(plan):
+            mean = vectors[at : at + len(region)].mean(axis=0)
+            out[k] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+            at += len(region)
+        return out, [len(region) for region in plan]
 
     def embed(self, mels: np.ndarray) -> np.ndarray:
         """(batch, frames, 40) mel power -> (batch, 256) L2-normalised embeddings."""

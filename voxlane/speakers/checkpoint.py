@@ -4,8 +4,9 @@ Resemblyzer's ``pretrained.pt`` (2019) is in torch's legacy format: five pickles
 after another in one file (``torch.serialization._legacy_load``): the magic number, the protocol version, the
 system info, the checkpoint object (whose tensors refer to storages by key, through ``persistent_load``), the
 list of storage keys in file order; then each storage as its element count (int64, little-endian) followed by
-its bytes. (The newer zip format is not read: no weights voxlane uses come in it.) Only the classes a checkpoint of tensors needs are allowed: anything else in the pickle is refused, so a file
-that is not what it claims cannot run code here.
+its bytes. (The newer zip format is not read: no weights voxlane uses come in it.) Only the classes a
+checkpoint of tensors needs are allowed: anything else in the pickle is refused, so a file that is not what
+it claims cannot run code here.
 """
 
 from __future__ import annotations

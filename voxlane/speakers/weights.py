@@ -4,7 +4,8 @@
 PyPI with pip, without its dependencies (it would pull torch) and only if its sha256 matches the one pinned
 here; takes ``resemblyzer/pretrained.pt`` from it (sha256 pinned too), reads its tensors without torch
 (checkpoint.py) and saves the encoder's weights as a 5.7 MB ``.npz`` beside Resemblyzer's licence
-(Apache-2.0, Copyright 2019 Resemble.AI) in the environment's ``share/voxlane/`` (``sys.prefix``: the venv). Nothing else of the wheel is kept.
+(Apache-2.0, Copyright 2019 Resemble.AI) in the environment's ``share/voxlane/`` (``sys.prefix``: the
+venv). Nothing else of the wheel is kept.
 The server loads the ``.npz`` in the engine process; without it, ``diarized_json`` is a 400 that says to run
 this module.
 """
@@ -39,7 +40,7 @@ def convert(checkpoint: Path, out: Path) -> None:
     state = load(checkpoint)["model_state"]
     arrays = {k: np.asarray(v, dtype=np.float32) for k, v in state.items() if k.startswith(("lstm.", "linear."))}
     tmp = out.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
+    np.savez(tmp, **arrays)  # type: ignore[arg-type]
     tmp.replace(out)
 
 
