@@ -16,6 +16,7 @@ import difflib
 import io
 import itertools
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,36 +103,34 @@ def load_pieces(dev_dir: Path) -> dict[str, list[Piece]]:
     return speakers
 
 
-def piece_texts(speakers: dict[str, list[Piece]], reference: dict[str, str], words: dict[str, list[dict]]) -> None:
+def piece_texts(
+    speakers: dict[str, list[Piece]], dev_dir: Path, reference: dict[str, str], words: dict[str, list[dict]]
+) -> None:
     """Give each piece its words of the source file's reference: the reference is aligned (difflib, on
-    normalised words) to a transcript of the source with word timestamps (``words[file]``), each reference word
-    takes the time of the word it matched (or of its neighbours), and falls in the piece that holds that time."""
+    lower-cased words) to a transcript of the source with word timestamps (``words[file]``: dicts with
+    ``word``, ``start``, ``end``), each reference word takes the time of the word it matched (or of its
+    nearest matched neighbour), and falls in the piece that holds that time (or the pause after it)."""
     for name in SOURCES:
         ids = name.removeprefix("long_so762_").removesuffix(".flac").split("_")
         pieces = speakers[ids[0]][:20] + speakers[ids[1]][:20]
         ref = reference[name].split()
         hyp = words[name]
-        norm = [w.lower().strip(".,?!\"'") for w in ref]
+        ref_norm = [w.lower().strip(".,?!\"'") for w in ref]
         hyp_norm = [w["word"].lower().strip(" .,?!\"'") for w in hyp]
         times: list[float | None] = [None] * len(ref)
-        for a, b, size in difflib.SequenceMatcher(None, norm, hyp_norm, autojunk=False).get_matching_blocks():
+        for a, b, size in difflib.SequenceMatcher(None, ref_norm, hyp_norm, autojunk=False).get_matching_blocks():
             for k in range(size):
                 times[a + k] = (hyp[b + k]["start"] + hyp[b + k]["end"]) / 2
-        known = [i for i, t in enumerate(times) if t is not None]
-        for i in range(len(ref)):
-            if times[i] is None:
-                before = max((k for k in known if k < i), default=None)
-                after = min((k for k in known if k > i), default=None)
-                times[i] = times[before] if before is not None else times[after]  # type: ignore[index]
-        bounds, at = [], 0.0
-        pcm, _ = sf.read(Path(words["__dir__"]) / "audio" / name, dtype="int16")  # type: ignore[arg-type]
-        for a, b in _cut(pcm):
-            bounds.append((a / SAMPLE_RATE, b / SAMPLE_RATE))
-        for piece, (a, b) in zip(pieces, bounds):
-            lo = at
-            piece.text = " ".join(w for w, t in zip(ref, times) if t is not None and lo <= t < (b + 0.3))
-            at = b + 0.3
-        del at
+        matched = [i for i, t in enumerate(times) if t is not None]
+        if not matched:
+            raise ValueError(f"{name}: the transcript matches none of the reference's words")
+        filled = [times[min(matched, key=lambda k: abs(k - i))] for i in range(len(ref))]
+        pcm, _ = sf.read(dev_dir / "audio" / name, dtype="int16")
+        spans = _cut(pcm)
+        for k, piece in enumerate(pieces):
+            lo = spans[k][0] / SAMPLE_RATE if k else -math.inf
+            hi = spans[k + 1][0] / SAMPLE_RATE if k + 1 < len(spans) else math.inf
+            piece.text = " ".join(w for w, t in zip(ref, filled) if t is not None and lo <= t < hi)
 
 
 def build(
