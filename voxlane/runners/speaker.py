@@ -12,8 +12,10 @@ import numpy as np
 
 from voxlane.speakers.diarize import PARTIAL_FRAMES, partial_starts
 
-HOP_FRAMES = 80
-"""Partials every 0.8 s over a region (half overlapping): 0.7 s of one core per minute of speech."""
+HOP_FRAMES = 160
+"""Partials every 1.6 s over a region (the last one ends at its end): a region of up to 2 s gets one, of 3 s
+(the longest, features.py MAX_REGION_FRAMES) two. Half-overlapping partials (0.8 s) cost twice as much and
+did not find speakers better (docs/diarization.md)."""
 MAX_BATCH = 64
 """Partials embedded in one pass: bounds the LSTM's activations (64 x 160 x 256 floats a layer, 10 MB)."""
 

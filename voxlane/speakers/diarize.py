@@ -33,6 +33,8 @@ MAX_POINTS = 600
 
 MIN_POINTS = 6
 """A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one."""
+MAX_GAP_S = 1.0
+"""A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
 """A run of words shorter than this between two runs of one other speaker is given to that speaker."""
 
@@ -256,17 +258,31 @@ def _letters(i: int) -> str:
 
 
 def speaker_segments(
-    words: list[TimedWord], labels: list[int], names: dict[int, str], max_gap_s: float = 2.0
+    words: list[TimedWord],
+    labels: list[int],
+    names: dict[int, str],
+    regions: list[Region],
+    max_gap_s: float = MAX_GAP_S,
 ) -> list[SpeakerSegment]:
-    """Runs of words of one speaker within one transcript segment (a gap of ``max_gap_s`` also cuts)."""
+    """Runs of words of one speaker within one transcript segment (a pause of ``max_gap_s`` also cuts), each
+    trimmed to the speech regions it overlaps: Whisper's word times are coarse (a first word that "starts"
+    at the window's start, a last one that runs into the pause), the regions' edges are the 10 ms frames where
+    the sound starts and stops."""
     out: list[SpeakerSegment] = []
     run: list[TimedWord] = []
     run_label = -1
+    starts = np.array([r.start for r in regions])
+    ends = np.array([r.end for r in regions])
 
     def flush() -> None:
-        if run:
-            text = "".join(w.word for w in run).strip()
-            out.append(SpeakerSegment(run[0].start, run[-1].end, text, names[run_label]))
+        if not run:
+            return
+        start, end = run[0].start, run[-1].end
+        near = (ends > start) & (starts < end)
+        if near.any():
+            start, end = max(start, float(starts[near].min())), min(end, float(ends[near].max()))
+        text = "".join(w.word for w in run).strip()
+        out.append(SpeakerSegment(start, max(end, start), text, names[run_label]))
 
     for w, label in zip(words, labels):
         if run and (label != run_label or w.segment != run[-1].segment or w.start - run[-1].end > max_gap_s):
@@ -295,4 +311,4 @@ def diarize(
     word_labels = label_words(words, regions, similarity, min_turn_s)
     order = list(dict.fromkeys(word_labels))
     names = name_speakers(order, centroids, references, known_threshold)
-    return speaker_segments(words, word_labels, names)
+    return speaker_segments(words, word_labels, names, regions)
