@@ -134,15 +134,22 @@ def piece_texts(
 
 
 def build(
-    speakers: dict[str, list[Piece]], count: int, seed: int, overlap_every: int = 0, known: bool = False
+    speakers: dict[str, list[Piece]],
+    count: int,
+    seed: int,
+    overlap_every: int = 0,
+    known: bool = False,
+    max_s: float = 75.0,
+    n_speakers: int | None = None,
 ) -> list[Conversation]:
-    """``count`` conversations; with ``overlap_every`` = 3, every third turn overlaps the one before by 0.5 s."""
+    """``count`` conversations of about ``max_s`` seconds (2, 3, 4, 2, ... speakers, or ``n_speakers``); with
+    ``overlap_every`` = 3, every third turn overlaps the one before by 0.5 s."""
     rng = random.Random(seed)
     names = sorted(speakers)
     out = []
     for c in range(count):
-        n_speakers = 2 + c % 3
-        chosen = rng.sample(names, n_speakers)
+        n_here = n_speakers or 2 + c % 3
+        chosen = rng.sample(names, n_here)
         cursor = {s: rng.randrange(0, 6) for s in chosen}
         spare = {s: [p for p in speakers[s][14:]] for s in chosen}  # the last 6 pieces: references only
         segments: list[tuple[int, np.ndarray, str, tuple[int, int]]] = []  # (start sample, pcm, speaker, sound)
@@ -153,9 +160,9 @@ def build(
         n_turns = 0
         while True:
             options = [s for s in chosen if s != prev and cursor[s] < 14]
-            if not options or at > 75 * SAMPLE_RATE:
+            if not options or at > max_s * SAMPLE_RATE:
                 break
-            if n_turns < n_speakers:  # everyone speaks early
+            if n_turns < n_here:  # everyone speaks early
                 unseen = [s for s in options if s not in {t.speaker for t in turns}]
                 options = unseen or options
             who = rng.choice(options)
@@ -182,7 +189,7 @@ def build(
         for start, pcm, _, _ in segments:
             mix[start : start + len(pcm)] += pcm
         conv = Conversation(
-            f"conv{c:02d}-{n_speakers}spk{'-overlap' if overlap_every else ''}",
+            f"conv{c:02d}-{n_here}spk{'-overlap' if overlap_every else ''}",
             np.clip(mix, -32768, 32767).astype(np.int16),
             turns,
             " ".join(t for t in texts if t),
