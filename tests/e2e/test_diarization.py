@@ -97,12 +97,12 @@ def _bad(client, conv: Conversation, names: list[str], refs: list[str]) -> opena
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
-        ("undecodable", "not audio that can be decoded"),
-        ("not_a_data_url", "not a base64 data URL"),
-        ("too_short", "holds 1.00 s of audio"),
-        ("too_long", "longer than 10 s"),
-        ("unpaired", "send one reference clip (a data URL) for each name"),
-        ("five", "send at most 4"),
+        pytest.param("undecodable", "not audio that can be decoded", id="undecodable"),
+        pytest.param("not_a_data_url", "not a base64 data URL", id="not_a_data_url"),
+        pytest.param("too_short", "holds 1.00 s of audio", id="too_short"),
+        pytest.param("too_long", "longer than 10 s", id="too_long"),
+        pytest.param("unpaired", "send one reference clip (a data URL) for each name", id="unpaired"),
+        pytest.param("five", "send at most 4", id="five"),
     ],
 )
 def test_bad_known_speakers_are_400s(client, conversation, case, expected) -> None:
