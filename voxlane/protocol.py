@@ -11,9 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voxlane.languages import LANGUAGES
 
-ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
+ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt", "diarized_json"]
 Task = Literal["transcribe", "translate"]
-RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
+RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt", "diarized_json")
+MAX_KNOWN_SPEAKERS = 4
+"""OpenAI's limit on known_speaker_names[] / known_speaker_references[]."""
+KNOWN_SPEAKER_REFERENCE_S = (2.0, 10.0)
+"""OpenAI's bounds on each reference clip's duration, in seconds."""
 LANGUAGE_CODES = frozenset(LANGUAGES)
 
 
@@ -51,7 +55,8 @@ class TranscriptionRequest(BaseModel):
     """Text that precedes the audio (names, spelling, style); Whisper continues from it."""
     response_format: ResponseFormat = "json"
     """``json`` and ``text``: the text; ``verbose_json``: segments (and words) with timestamps; ``srt``,
-    ``vtt``: subtitles."""
+    ``vtt``: subtitles; ``diarized_json``: segments with their speaker (``A``, ``B``, ... or a known speaker's
+    name), on /v1/audio/transcriptions only."""
     temperature: float = Field(default=0.0, ge=0.0, le=1.0)
     """Sampling temperature; 0 decodes greedily."""
     timestamp_granularities: list[Literal["segment", "word"]] = Field(default_factory=list)
@@ -69,6 +74,12 @@ class TranscriptionRequest(BaseModel):
     """Words and names to expect (OpenAI's field for its newer models): voxlane puts them in the decoder's
     prompt, before ``prompt``'s text (docs/openai-compatibility.md); at most 100, of 4,096 characters in all,
     as ``prompt``."""
+    known_speaker_names: list[str] = Field(default_factory=list)
+    """With ``diarized_json``: names of up to 4 speakers, each paired with the clip at the same place in
+    ``known_speaker_references``; their segments carry these names, other speakers still get letters."""
+    known_speaker_references: list[str] = Field(default_factory=list)
+    """With ``diarized_json``: data URLs (``data:audio/wav;base64,...``) of 2 to 10 s of each known speaker
+    alone, in any format ``file`` takes."""
     languages: list[str] = Field(default_factory=list)
     """Accepted for OpenAI's clients; Whisper decodes one language per request (``language``), so this is
     ignored (docs/openai-compatibility.md)."""
@@ -136,6 +147,24 @@ class VerboseTranscription(BaseModel):
     text: str
     segments: list[TranscriptionSegment] | None = None
     words: list[TranscriptionWord] | None = None
+    usage: Usage | None = None
+
+
+class DiarizedSegment(BaseModel):
+    type: Literal["transcript.text.segment"] = "transcript.text.segment"
+    id: str
+    start: float
+    end: float
+    text: str
+    speaker: str
+    """``A``, ``B``, ... in order of first appearance, or a name from ``known_speaker_names``."""
+
+
+class DiarizedTranscription(BaseModel):
+    task: Literal["transcribe"] = "transcribe"
+    duration: float
+    text: str
+    segments: list[DiarizedSegment]
     usage: Usage | None = None
 
 

@@ -138,7 +138,51 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         help="which to run: server, faster-whisper, fw-batched-vad (default: all)",
     )
     accuracy.set_defaults(func=_guard(_accuracy))
+    _add_diarize_parser(bench_sub)
     _add_speech_parsers(bench_sub)
+
+
+def _add_diarize_parser(bench_sub: argparse._SubParsersAction) -> None:
+    diarize = bench_sub.add_parser(
+        "diarize",
+        help="diarization on synthetic conversations of the dev set's speakers: DER, speaker count, WER, CPU",
+        description="Build conversations of 2-4 dev-set speakers (voxlane/bench/conversations.py), transcribe each "
+        "plainly, diarized and with its speakers named, at a running voxlane server; then --concurrency diarized "
+        "transcriptions at once while /health is probed. Prints DER (0.25 s collar), the share of files with the "
+        "right speaker count, known speakers named right, WER (diarized and plain), CPU seconds per audio minute "
+        "and /health p99 (docs/diarization.md).",
+    )
+    diarize.add_argument("--base-url", default="http://127.0.0.1:8000", help="the server (default: %(default)s)")
+    diarize.add_argument(
+        "--dev-dir", default="../shared/data/dev", help="the dev data set's directory (default: %(default)s)"
+    )
+    diarize.add_argument("--conversations", type=int, default=15, help="without overlap (default: 15)")
+    diarize.add_argument("--overlap-conversations", type=int, default=5, help="with 0.5 s overlaps (default: 5)")
+    diarize.add_argument("--seed", type=int, default=0, help="seed of the conversations (default: 0)")
+    diarize.add_argument("--concurrency", type=int, default=8, help="diarized requests at once (default: 8)")
+    diarize.add_argument("--model", default="gpt-4o-transcribe-diarize", help="model= (default: %(default)s)")
+    diarize.add_argument("--save", help="write the figures and the per-file rows to this JSON file")
+    diarize.set_defaults(func=_guard(_diarize))
+
+
+def _diarize(args: argparse.Namespace) -> int:
+    from voxlane.bench import diarize
+
+    opts = diarize.Options(
+        args.base_url.rstrip("/"),
+        Path(args.dev_dir),
+        args.conversations,
+        args.overlap_conversations,
+        args.seed,
+        args.concurrency,
+        args.model,
+    )
+    result = diarize.run(opts)
+    print(diarize.format_summary(result))
+    if args.save:
+        diarize.save(result, Path(args.save))
+        print(f"saved {args.save}")
+    return 0
 
 
 def _add_speech_parsers(bench_sub: argparse._SubParsersAction) -> None:

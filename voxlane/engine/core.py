@@ -15,6 +15,9 @@ default). A window of a model that is not loaded waits beside the scheduler whil
 (model_pool.py) has it loaded on the loader thread, one load at a time, which never blocks ``step``; it then
 joins the scheduler, whose batches never mix models. Idle models are unloaded after ``--model-ttl-s``, or
 to make room within ``--max-loaded-models``, and the engine hands the freed memory back to the system.
+Speaker embeddings (``SpeakerWindow``: a diarized transcription's windows and reference clips) run on
+their own executor, ``voxlane-speaker`` (one thread), beside Whisper's workers, first come first served;
+``step`` hands out their ``SpeakerResult``s as they finish.
 
 Speech units go to ``self.tts`` (engine/tts.py), which has its own execution threads and thread budget;
 ``step`` tells it whether ASR has work (``asr_busy``), so speech uses all its slots only when ASR is idle.
@@ -40,8 +43,18 @@ from voxlane.engine.scheduler import AsrScheduler
 from voxlane.engine.stats import StatsRecorder
 from voxlane.engine.tts import SpeechChunk, TtsCore
 from voxlane.heap import release_freed_memory, resident_bytes
-from voxlane.messages import EngineStats, LoadModel, ModelLoaded, SpeechUnit, WindowRequest, WindowResult
+from voxlane.messages import (
+    EngineStats,
+    LoadModel,
+    ModelLoaded,
+    SpeakerResult,
+    SpeakerWindow,
+    SpeechUnit,
+    WindowRequest,
+    WindowResult,
+)
 from voxlane.runners.base import Runner, SpeechRunner, WindowOutput
+from voxlane.runners.speaker import SpeakerEncoder
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +75,13 @@ class EngineCore:
         tts_solo_runner: SpeechRunner | None = None,
         load_runner: Callable[[str], Runner] | None = None,
         default_memory_bytes: int = 0,
+        speaker_encoder: SpeakerEncoder | None = None,
         now: float | None = None,
     ) -> None:
         """``tts_runners``: one per speech slot (none: an engine without speech); ``tts_solo_runner``: the
         many-thread runner for a unit that runs alone (engine/tts.py); ``load_runner``: loads the Whisper model
-        in a directory (called on the loader thread; None: only ``runner``, the default model, is served)."""
+        in a directory (called on the loader thread; None: only ``runner``, the default model, is served);
+        ``speaker_encoder``: diarization's (None: an engine that cannot diarize)."""
         self.runner = runner
         self.models = ModelPool(
             config.model_path,
@@ -84,6 +99,10 @@ class EngineCore:
         self._load_waiters: dict[str, list[str]] = {}
         """Request ids of LoadModel messages waiting for their model."""
         self._running_models: dict[Future[tuple[list[_Done], list[float]]], str] = {}
+        self.speaker_encoder = speaker_encoder
+        self._speaker_executor = ThreadPoolExecutor(1, thread_name_prefix="voxlane-speaker")
+        self._speaker_jobs: dict[str, set[Future[SpeakerResult]]] = {}
+        self._speakers_done: list[SpeakerResult] = []
         if not config.engine_workers or not config.max_batch_size:  # not placed (tests): the CPU's values
             config = config.placed("cpu" if config.device == "auto" else config.device, config.compute_type)
         self.workers = config.engine_workers
@@ -153,6 +172,34 @@ class EngineCore:
         self.models.want(msg.model)
         return None
 
+    def add_speaker_window(self, msg: SpeakerWindow, mel: np.ndarray) -> None:
+        if msg.request_id in self._aborted:
+            return
+        future = self._speaker_executor.submit(self._embed, msg, mel)
+        self._speaker_jobs.setdefault(msg.request_id, set()).add(future)
+        future.add_done_callback(self._speaker_done)
+
+    def _embed(self, msg: SpeakerWindow, mel: np.ndarray) -> SpeakerResult:
+        """On the speaker thread: one window's region embeddings, or its error (alone: never its request's
+        other windows)."""
+        if self.speaker_encoder is None:
+            return SpeakerResult(msg.request_id, msg.index, b"", 0, [], error="this engine has no speaker encoder")
+        try:
+            vectors, partials = self.speaker_encoder.embed_regions(mel, msg.spans)
+        except Exception:
+            log.exception("speaker embeddings of %s window %d failed", msg.request_id, msg.index)
+            return SpeakerResult(msg.request_id, msg.index, b"", 0, [], error="the speaker encoder failed")
+        return SpeakerResult(
+            msg.request_id, msg.index, vectors.astype(np.float32).tobytes(), vectors.shape[1], partials
+        )
+
+    def _speaker_done(self, future: Future[SpeakerResult]) -> None:
+        if future.cancelled():
+            return
+        with self._lock:
+            self._speakers_done.append(future.result())
+        self._on_batch_done()
+
     def add_unit(self, msg: SpeechUnit, now: float) -> None:
         if msg.request_id in self._aborted:
             return
@@ -169,6 +216,8 @@ class EngineCore:
                 del self._pending[model]
                 if not self._load_waiters.get(model):
                     self.models.forget(model)
+        for future in self._speaker_jobs.pop(request_id, ()):
+            future.cancel()
         if self.tts is not None:
             self.tts.abort(request_id)
         self.requests.pop(request_id, None)
@@ -179,11 +228,12 @@ class EngineCore:
 
     # --- the step ------------------------------------------------------------------------------
 
-    def step(self, now: float) -> list[WindowResult | SpeechChunk | ModelLoaded]:
-        outputs: list[WindowResult | SpeechChunk | ModelLoaded] = list(self._collect(now))
+    def step(self, now: float) -> list[WindowResult | SpeakerResult | SpeechChunk | ModelLoaded]:
+        outputs: list[WindowResult | SpeakerResult | SpeechChunk | ModelLoaded] = list(self._collect(now))
         outputs += self._reject
         self._reject = []
         outputs += self._manage_models(now)
+        outputs.extend(self._collect_speakers())
         if self.tts is not None:
             outputs.extend(self.tts.step(now, self.asr_busy))
         while len(self._running) < self.workers:
@@ -200,6 +250,20 @@ class EngineCore:
                 self._batch_work.add(future)
             future.add_done_callback(self._batch_done)
         return outputs
+
+    def _collect_speakers(self) -> list[SpeakerResult]:
+        with self._lock:
+            done, self._speakers_done = self._speakers_done, []
+        out = []
+        for result in done:
+            jobs = self._speaker_jobs.get(result.request_id)
+            if jobs is None:
+                continue  # aborted meanwhile
+            jobs.difference_update([f for f in jobs if f.done()])
+            if not jobs:
+                del self._speaker_jobs[result.request_id]
+            out.append(result)
+        return out
 
     def _hold_for_live(self, now: float) -> bool:
         """Whether the free worker is kept for live work: live sessions are active (LIVE_HOLD_S) and batch
@@ -304,6 +368,7 @@ class EngineCore:
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._loader.shutdown(wait=False, cancel_futures=True)
+        self._speaker_executor.shutdown(wait=False, cancel_futures=True)
         if self.tts is not None:
             self.tts.shutdown()
 

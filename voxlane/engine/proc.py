@@ -6,6 +6,7 @@ Threads and their one job each:
 - ``voxlane-engine-out``: takes results from a queue and sends them.
 - the main thread: drains the input queue, updates the core, calls ``step`` and hands results out.
 - ``voxlane-engine-N`` (in EngineCore): run batches on the model.
+- ``voxlane-speaker`` (in EngineCore): speaker embeddings of diarized transcriptions.
 - ``voxlane-tts_N`` (in TtsCore): synthesise speech units, one per slot (``--tts-slots``) at a time.
 - ``voxlane-engine-probe``: checks uploaded voices (loads each and makes it speak), one at a time, and
   puts its verdict on the output queue; the loop only hands it the request, so it never waits on a load.
@@ -37,6 +38,7 @@ from voxlane.messages import (
     ProbeVoice,
     Ready,
     Shutdown,
+    SpeakerWindow,
     SpeechUnit,
     VoiceProbed,
     WindowRequest,
@@ -130,6 +132,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         outbox.put(None)
         time.sleep(0.5)  # let the output thread send the reason
         return
+    speaker_encoder, speaker_problem = _load_speaker_encoder(config)
     core = EngineCore(
         runner,
         config,
@@ -138,12 +141,13 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         tts_solo_runner=tts_solo,
         load_runner=_whisper_loader(config),
         default_memory_bytes=default_memory,
+        speaker_encoder=speaker_encoder,
     )
     freeze_startup_heap()  # full collections would otherwise walk the loaded runtimes' objects each time
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
     probes: queue.Queue[ProbeVoice | None] = queue.Queue()
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
-    outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels))
+    outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels, speakers=speaker_problem))
     log.info(
         "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d); "
         "speech: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
@@ -246,6 +250,25 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any, int]:
     return runner, tts_runners, solo, memory
 
 
+def _load_speaker_encoder(config: EngineConfig) -> tuple[Any, str | None]:
+    """Diarization's speaker encoder, or None and why not (the server still transcribes without it). Sets
+    numpy's BLAS threads (its matrix products) to --speaker-threads; CTranslate2 has its own threads."""
+    from voxlane.blas import limit_blas_threads
+    from voxlane.runners.speaker import SpeakerEncoder
+    from voxlane.speakers.weights import DEFAULT_PATH, INSTALL_HINT
+
+    limit_blas_threads(config.speaker_threads)
+    path = config.speaker_model or str(DEFAULT_PATH)
+    try:
+        return SpeakerEncoder.load(path), None
+    except FileNotFoundError:
+        log.warning("no speaker encoder at %s: diarized_json is off until it is fetched (%s)", path, INSTALL_HINT)
+        return None, f"the speaker encoder's weights are not installed (no {path}); run {INSTALL_HINT}"
+    except Exception as exc:
+        log.exception("could not load the speaker encoder from %s", path)
+        return None, f"the speaker encoder at {path} could not be loaded ({exc}); run {INSTALL_HINT}"
+
+
 def _loop(
     core: EngineCore,
     inbox: queue.Queue[Any],
@@ -276,6 +299,8 @@ def _loop(
             msg, features = item
             if isinstance(msg, WindowRequest):
                 core.add_window(msg, features, now)
+            elif isinstance(msg, SpeakerWindow):
+                core.add_speaker_window(msg, features)
             elif isinstance(msg, SpeechUnit):
                 core.add_unit(msg, now)
             elif isinstance(msg, ProbeVoice):

@@ -28,7 +28,7 @@ from voxlane.engine.client import EngineClient, ResultStream
 from voxlane.engine.client.admission import Admission
 from voxlane.engine.client.supervisor import RestartPolicy
 from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
-from voxlane.messages import LoadModel, ProbeVoice, SpeechUnit, VoiceProbed, WindowRequest
+from voxlane.messages import LoadModel, ProbeVoice, SpeakerWindow, SpeechUnit, VoiceProbed, WindowRequest
 from voxlane.serve_ray.replica import ReplicaError
 
 log = logging.getLogger(__name__)
@@ -82,15 +82,23 @@ class RayEngineClient(EngineClient):
     def healthy(self) -> bool:
         return self.state == "ready"
 
+    @property
+    def diarize_problem(self) -> str | None:
+        return "diarization is not served on Ray Serve yet (--ray-address); serve without it"
+
     async def send(
-        self, msg: WindowRequest | SpeechUnit | ProbeVoice | LoadModel, features: np.ndarray | None = None
+        self,
+        msg: WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel,
+        features: np.ndarray | None = None,
     ) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream to a replica;
-        returns at once, and the replica's answer goes to the stream."""
+        returns at once, and the replica's answer goes to the stream. (No speaker windows: see
+        ``diarize_problem``.)"""
         self.check_alive()
         entry = self._streams.get(msg.request_id)
-        if entry is None or isinstance(msg, (ProbeVoice, LoadModel)):
-            return  # the stream is gone (its calls are cancelled); probes go through probe_voice, loads need none
+        if entry is None or isinstance(msg, (ProbeVoice, LoadModel, SpeakerWindow)):
+            return  # the stream is gone (its calls are cancelled); probes go through probe_voice, loads need none,
+            # and speaker windows are not served here
         call = asyncio.create_task(self._call(entry[1], msg, features), name=f"voxlane-ray-{msg.request_id[:8]}")
         calls = self._calls.setdefault(msg.request_id, set())
         calls.add(call)

@@ -36,6 +36,8 @@ from voxlane.messages import (
     ProbeVoice,
     Ready,
     Shutdown,
+    SpeakerResult,
+    SpeakerWindow,
     SpeechAudio,
     SpeechUnit,
     VoiceProbed,
@@ -178,6 +180,13 @@ class EngineClient:
         return bool(self.ready and self.ready.is_multilingual)
 
     @property
+    def diarize_problem(self) -> str | None:
+        """Why this engine cannot diarize (no speaker encoder), or None when it can."""
+        if self.ready is None:
+            return "the engine is not ready"
+        return self.ready.speakers
+
+    @property
     def n_mels(self) -> int:
         return self.ready.n_mels if self.ready else 80
 
@@ -261,6 +270,16 @@ class EngineClient:
         finally:
             self.admission.release(request_id)
 
+    @asynccontextmanager
+    async def speakers(self, request_id: str, count: int) -> AsyncIterator[ResultStream[SpeakerResult]]:
+        """The speaker embeddings of a diarized transcription's ``count`` windows and reference clips (their
+        queue room is the transcription's own, taken by ``request``); on exit what is unfinished is aborted."""
+        self.check_alive()
+        async with self._open(
+            ResultStream[SpeakerResult](request_id, count, "the speaker embeddings"), SpeakerResult
+        ) as stream:
+            yield stream
+
     def check_speech(self, chars: int) -> None:
         """Raises QueueFull when a speech request of ``chars`` characters would not be admitted now."""
         self.admission.check_speech(chars)
@@ -280,7 +299,9 @@ class EngineClient:
             self.admission.end_speech(request_id)
 
     async def send(
-        self, msg: WindowRequest | SpeechUnit | ProbeVoice | LoadModel, features: np.ndarray | None = None
+        self,
+        msg: WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel,
+        features: np.ndarray | None = None,
     ) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
         self.check_alive()
@@ -403,12 +424,14 @@ class EngineClient:
     async def _receive(self, socket: EngineSocket) -> None:
         while True:
             msg, pcm = await socket.recv()
-            if isinstance(msg, (WindowResult, SpeechAudio, VoiceProbed, ModelLoaded)):
+            if isinstance(msg, (WindowResult, SpeakerResult, SpeechAudio, VoiceProbed, ModelLoaded)):
                 entry = self._streams.get(msg.request_id)
                 if entry is None or not isinstance(msg, entry[0]):
                     log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)
                 elif isinstance(msg, WindowResult):
                     self.admission.done(msg.request_id, msg.index, time.monotonic())
+                    entry[1].put(msg.index, msg)
+                elif isinstance(msg, SpeakerResult):
                     entry[1].put(msg.index, msg)
                 elif isinstance(msg, SpeechAudio):
                     assert pcm is not None

@@ -12,6 +12,7 @@ windows in the engine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -42,10 +43,13 @@ from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import ResultStream
 from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
 from voxlane.languages import language_name
-from voxlane.messages import Segment, TranscribeOptions, WindowRequest, WindowResult
+from voxlane.messages import Segment, SpeakerResult, SpeakerWindow, TranscribeOptions, WindowRequest, WindowResult
 from voxlane.models import WhisperModel
 from voxlane.protocol import (
+    MAX_KNOWN_SPEAKERS,
     RESPONSE_FORMATS,
+    DiarizedSegment,
+    DiarizedTranscription,
     Logprob,
     ServerVad,
     Task,
@@ -63,16 +67,26 @@ from voxlane.protocol import (
     multipart_body,
     sse_content,
 )
+from voxlane.server import diarized
+from voxlane.server.diarized import Diarization
 from voxlane.server.formats import join_text, to_srt, to_vtt, token_logprobs
 from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
+from voxlane.speakers.features import window_speaker_features
 
 log = logging.getLogger(__name__)
 router = APIRouter()
 
 
-_LIST_FIELDS = ("timestamp_granularities", "include", "keywords", "languages")
+_LIST_FIELDS = (
+    "timestamp_granularities",
+    "include",
+    "keywords",
+    "languages",
+    "known_speaker_names",
+    "known_speaker_references",
+)
 """Fields that hold a list: the openai client sends each item as a part named 'name[]'."""
 
 # The form is read by hand (_read_form, for OpenAI's error messages and the openai client's spellings of
@@ -89,13 +103,13 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {
             "text/plain": {**_TEXT, "example": "Hello there.\n"},  # text, srt
             "text/vtt": _TEXT,
-            "text/event-stream": sse_content(TranscriptTextDelta, TranscriptTextDone),
+            "text/event-stream": sse_content(TranscriptTextDelta, TranscriptTextDone, DiarizedSegment),
         },
     },
     **error_responses(400, 404, 413, 503),
 }
 _ROUTE: dict[str, Any] = {
-    "response_model": Transcription | VerboseTranscription,
+    "response_model": Transcription | VerboseTranscription | DiarizedTranscription,
     "responses": _RESPONSES,
     "openapi_extra": _FORM,
 }
@@ -139,10 +153,13 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
             "multilingual model (whisper-base)",
             param="language",
         )
-    if params.stream and params.response_format not in ("json", "text"):
+    if params.stream and params.response_format not in ("json", "text", "diarized_json"):
         raise InvalidRequest(
-            "stream=true sends text deltas; use response_format 'json' or 'text' with it", param="stream"
+            "stream=true sends text deltas (or diarized segments); use response_format 'json', 'text' or "
+            "'diarized_json' with it",
+            param="stream",
         )
+    diarized.check(state, task, params)
     if params.include and params.response_format != "json":
         raise InvalidRequest(
             "include[]=logprobs needs response_format='json' (OpenAI's rule: the other formats have no place for them)",
@@ -153,6 +170,9 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
             "timestamp_granularities needs response_format='verbose_json'", param="timestamp_granularities"
         )
     limit.check(upload.size or 0)
+    diarization = None
+    if params.response_format == "diarized_json":
+        diarization = Diarization(await diarized.references(state, params))
     # The engine loads the model (when it must) while the audio decodes; a 503 when it takes too long.
     loading = asyncio.ensure_future(state.whisper_model(params.model))
     loading.add_done_callback(lambda t: t.cancelled() or t.exception())  # read when the decode failed first
@@ -168,17 +188,21 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
         language=params.language,
         prompt=with_keywords(params.prompt, params.keywords),
         temperature=params.temperature,
-        word_timestamps="word" in params.timestamp_granularities,
+        word_timestamps="word" in params.timestamp_granularities or diarization is not None,
         logprobs="logprobs" in params.include,
     )
-    job = _Job(state, audio, options, arrived_s, model)
+    job = _Job(state, audio, options, arrived_s, model, diarization)
     if params.stream:
         if job.windows:  # the stream's queue room is taken when it starts: answer a full queue now
             state.engine.check_alive()
             state.engine.check_windows([w.duration_s for w in job.windows])
-        return event_stream(_deltas(job), state.metrics, "transcription stream")
+        events = _segment_events(job) if diarization is not None else _deltas(job)
+        return event_stream(events, state.metrics, "transcription stream")
     segments, language = await _cancel_on_disconnect(request, job.collect())
     state.metrics.audio_seconds.inc(audio.duration_s)
+    if diarization is not None:
+        parts = await diarized.speaker_segments(state, diarization, segments)
+        return JSONResponse(diarized.render(segments, parts, audio.duration_s))
     return _render(params, task, segments, language, audio.duration_s)
 
 
@@ -244,7 +268,14 @@ async def _decode_shared(state: AppState, upload: UploadFile, vad: VadOptions | 
 
 
 async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
-    form = await read_form(request, limit, other_bytes=64 * 1024, max_files=1, max_fields=64, parts="a 'file' part")
+    form = await read_form(
+        request,
+        limit,
+        other_bytes=64 * 1024 + MAX_KNOWN_SPEAKERS * _REFERENCE_PART_BYTES,
+        max_files=1,
+        max_fields=64,
+        parts="a 'file' part",
+    )
     upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
     fields: dict[str, Any] = text_fields(form)
     for name in _LIST_FIELDS:  # the openai client sends a list as repeated 'name[]' parts
@@ -259,6 +290,10 @@ async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> t
     except ValidationError as exc:
         raise _invalid(exc) from None
 
+
+_REFERENCE_PART_BYTES = 1024 * 1024
+"""Starlette's limit on one text part of a form: a known speaker's reference clip (a data URL) is one; 10 s of
+16 kHz wav in base64 takes 0.43 MB of it."""
 
 _CHUNKING_HINT = (
     "send chunking_strategy='auto', 'none' or a server_vad object such as "
@@ -322,11 +357,19 @@ class _Job:
     """One request's trip through the audio pool and the engine."""
 
     def __init__(
-        self, state: AppState, audio: SplitAudio, options: TranscribeOptions, arrived_s: float, model: WhisperModel
+        self,
+        state: AppState,
+        audio: SplitAudio,
+        options: TranscribeOptions,
+        arrived_s: float,
+        model: WhisperModel,
+        diarization: Diarization | None = None,
     ) -> None:
         self.state = state
         self.model = model
         """The Whisper model that decodes the windows: their mel bins, and their ``model`` for the engine."""
+        self.diarization = diarization
+        """A diarized request's speaker side: each window's regions are embedded in the engine too."""
         self.windows = audio.windows
         """The windows with sound; silent ones were dropped by the split and yield no text."""
         self.duration_s = audio.duration_s
@@ -347,8 +390,16 @@ class _Job:
         request_id = uuid.uuid4().hex
         metrics = self.state.metrics
         window_s = [w.duration_s for w in self.windows]
-        async with engine.request(request_id, window_s) as req:
-            feeder = asyncio.create_task(self._feed(req), name=f"voxlane-feed-{request_id[:8]}")
+        diarization = self.diarization
+        speakers_count = len(self.windows) + (len(diarization.references) if diarization else 0)
+        async with contextlib.AsyncExitStack() as stack:
+            req = await stack.enter_async_context(engine.request(request_id, window_s))
+            spk = (
+                await stack.enter_async_context(engine.speakers(request_id + "-spk", speakers_count))
+                if diarization is not None
+                else None
+            )
+            feeder = asyncio.create_task(self._feed(req, spk), name=f"voxlane-feed-{request_id[:8]}")
             queued_s = sum(window_s)
             metrics.queued_audio_seconds.inc(queued_s)
             try:
@@ -368,15 +419,33 @@ class _Job:
                     metrics.queued_audio_seconds.dec(window_s[result.index])
                     queued_s -= window_s[result.index]
                     yield result
+                if spk is not None and diarization is not None:
+                    diarization.results = await self._speaker_results(spk)
             finally:
                 metrics.queued_audio_seconds.dec(queued_s)
                 feeder.cancel()
                 await asyncio.gather(feeder, return_exceptions=True)
 
-    async def _feed(self, req: ResultStream[WindowResult]) -> None:
+    async def _speaker_results(self, spk: ResultStream[SpeakerResult]) -> list[SpeakerResult]:
+        results = []
+        async for result in spk.results(self.state.config.request_timeout_s):
+            if result.error:
+                raise VoxlaneError(f"diarization failed: {result.error}")
+            results.append(result)
+        return results
+
+    async def _feed(self, req: ResultStream[WindowResult], spk: ResultStream[SpeakerResult] | None = None) -> None:
         engine = self.state.engine
+        diarization = self.diarization
         try:
+            if spk is not None and diarization is not None:
+                for k, ref in enumerate(diarization.references):
+                    index = len(self.windows) + k
+                    ref_msg = SpeakerWindow(spk.request_id, index, spk.count, len(ref.mel), ref.regions)
+                    await engine.send(ref_msg, ref.mel)
             for index, window in enumerate(self.windows):
+                if spk is not None and diarization is not None:
+                    await self._send_speaker_window(spk, diarization, index, window)
                 features, n_frames, speech = await self._features(window, last=index == len(self.windows) - 1)
                 window.pcm = _NO_SAMPLES  # its features go to the engine: the samples are not read again
                 msg = WindowRequest(
@@ -397,6 +466,18 @@ class _Job:
         except Exception:
             log.exception("preparing windows failed")
             req.fail(VoxlaneError("the server failed to prepare the audio windows"))
+
+    async def _send_speaker_window(
+        self, spk: ResultStream[SpeakerResult], diarization: Diarization, index: int, window: AudioWindow
+    ) -> None:
+        """The window's speaker mel and speech regions, on the audio pool, to the engine's speaker encoder."""
+        pcm: np.ndarray | tuple[str, int, int] = window.pcm
+        if self.block is not None and window.block_offset is not None:
+            pcm = (self.block, window.block_offset, window.end - window.start)
+        mel, regions = await self.state.executors.run("audio", window_speaker_features, pcm)
+        diarization.window_offsets_s.append(window.offset_s)
+        diarization.regions.append(regions)
+        await self.state.engine.send(SpeakerWindow(spk.request_id, index, spk.count, len(mel), regions), mel)
 
     async def _features(self, window: AudioWindow, last: bool) -> tuple[np.ndarray, int, Speech]:
         """The window's log-mel features, frames with audio and speech, computed on the audio pool; with
@@ -488,6 +569,23 @@ async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
         "text": "".join(texts).strip(),
         "logprobs": logprobs,
         "usage": usage.model_dump(),
+    }
+
+
+async def _segment_events(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
+    """A diarized stream: a ``transcript.text.segment`` event for each speaker segment, then
+    ``transcript.text.done``. Speakers are clustered over the whole audio, so the segments come once the last
+    window is transcribed (docs/diarization.md)."""
+    assert job.diarization is not None
+    segments, _ = await job.collect()
+    parts = await diarized.speaker_segments(job.state, job.diarization, segments)
+    for event in diarized.segment_events(parts):
+        yield event
+    job.state.metrics.audio_seconds.inc(job.duration_s)
+    yield {
+        "type": "transcript.text.done",
+        "text": join_text(segments),
+        "usage": Usage(seconds=math.ceil(job.duration_s)).model_dump(),
     }
 
 

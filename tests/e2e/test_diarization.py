@@ -1,0 +1,144 @@
+"""Diarization (issue 29) through the official openai client against the real server: a synthetic
+two-speaker conversation of dev-set speakers (voxlane/bench/conversations.py) gets its two speakers and its
+turns, known speakers get their names, the stream sends segment events, and every bad input is a 400."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import openai
+import pytest
+import soundfile as sf
+
+from tests.conftest import DEV_DIR
+from voxlane.bench.conversations import Conversation, build, load_pieces, wav_bytes
+from voxlane.bench.diarize import der, named_right
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("VOXLANE_TEST_RAY") == "1", reason="diarization is not served on Ray Serve (docs/diarization.md)"
+)
+
+DER_BOUND = 0.10
+"""The issue's bound on the mean DER without overlap. This conversation (seed 2, 41.5 s) measured 5.4%; over
+the 40 s two-speaker conversations of seeds 1-8, DER was 4.5-12.3% (mostly speech missed at turn edges) and
+seed 8's two speakers were found as one (docs/diarization.md): one file is not the mean."""
+
+
+@pytest.fixture(scope="module")
+def conversation() -> Conversation:
+    speakers = load_pieces(DEV_DIR)
+    return build(speakers, 1, seed=2, known=True, max_s=40.0, n_speakers=2)[0]
+
+
+def _file(conv: Conversation) -> tuple[str, bytes, str]:
+    return ("conversation.wav", wav_bytes(conv.pcm), "audio/wav")
+
+
+def _data_url(pcm: np.ndarray, fmt: str = "WAV") -> str:
+    buf = io.BytesIO()
+    sf.write(buf, pcm, 16000, format=fmt)
+    return "data:audio/wav;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def test_two_speakers_and_their_turns(client, conversation) -> None:
+    result = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize", file=_file(conversation), response_format="diarized_json"
+    )
+    speakers = [s.speaker for s in result.segments]
+    assert list(dict.fromkeys(speakers)) == ["A", "B"]  # letters in order of first appearance
+    assert all(s.type == "transcript.text.segment" and s.text and s.start < s.end for s in result.segments)
+    assert result.text and abs(result.duration - conversation.duration_s) < 0.05
+    score = der(conversation, [s.model_dump() for s in result.segments])
+    assert score["der"] <= DER_BOUND, score
+
+
+def test_known_speakers_are_named(client, conversation) -> None:
+    names = sorted(conversation.references)
+    result = client.audio.transcriptions.create(
+        model="whisper-1",
+        file=_file(conversation),
+        response_format="diarized_json",
+        known_speaker_names=names,
+        known_speaker_references=[_data_url(conversation.references[n]) for n in names],
+    )
+    assert {s.speaker for s in result.segments} == set(names)
+    right, total = named_right(conversation, [s.model_dump() for s in result.segments])
+    assert right >= 0.9 * total
+
+
+def test_stream_sends_a_segment_event_each_then_done(client, conversation) -> None:
+    events = list(
+        client.audio.transcriptions.create(
+            model="gpt-4o-transcribe-diarize", file=_file(conversation), response_format="diarized_json", stream=True
+        )
+    )
+    assert [e.type for e in events[:-1]] == ["transcript.text.segment"] * (len(events) - 1)
+    assert len(events) > 2 and events[-1].type == "transcript.text.done"
+    assert {e.speaker for e in events[:-1]} == {"A", "B"}
+    assert events[-1].text.startswith(events[0].text.strip()[:10])
+
+
+def _bad(client, conv: Conversation, names: list[str], refs: list[str]) -> openai.BadRequestError:
+    with pytest.raises(openai.BadRequestError) as err:
+        client.audio.transcriptions.create(
+            model="whisper-1",
+            file=_file(conv),
+            response_format="diarized_json",
+            known_speaker_names=names,
+            known_speaker_references=refs,
+        )
+    return err.value
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        pytest.param("undecodable", "not audio that can be decoded", id="undecodable"),
+        pytest.param("not_a_data_url", "not a base64 data URL", id="not_a_data_url"),
+        pytest.param("too_short", "holds 1.00 s of audio", id="too_short"),
+        pytest.param("too_long", "longer than 10 s", id="too_long"),
+        pytest.param("unpaired", "send one reference clip (a data URL) for each name", id="unpaired"),
+        pytest.param("five", "send at most 4", id="five"),
+    ],
+)
+def test_bad_known_speakers_are_400s(client, conversation, case, expected) -> None:
+    pcm = conversation.references[sorted(conversation.references)[0]]
+    refs = {
+        "undecodable": ["data:audio/wav;base64," + base64.b64encode(b"RIFF not really a wav file").decode()],
+        "not_a_data_url": ["https://example.com/voice.wav"],
+        "too_short": [_data_url(pcm[:16000])],
+        "too_long": [_data_url(np.tile(pcm, 3)[: 12 * 16000])],
+        "unpaired": [_data_url(pcm)],
+        "five": [_data_url(pcm)] * 5,
+    }[case]
+    names = {"unpaired": ["agent", "customer"], "five": list("vwxyz")}.get(case, ["agent"])
+    error = _bad(client, conversation, names, refs)
+    body = error.body if isinstance(error.body, dict) else {}
+    assert expected in str(body.get("message")), body
+    assert "send" in str(body.get("message"))
+
+
+def test_known_speakers_need_diarized_json(client, conversation) -> None:
+    with pytest.raises(openai.BadRequestError, match="diarized_json"):
+        client.audio.transcriptions.create(
+            model="whisper-1", file=_file(conversation), known_speaker_names=["agent"], known_speaker_references=["x"]
+        )
+
+
+def test_without_the_weights_diarized_json_is_a_400_that_says_what_to_install(conversation, tmp_path: Path) -> None:
+    from openai import OpenAI
+
+    from tests.conftest import running_server
+
+    with running_server("--speaker-model", str(tmp_path / "missing.npz")) as srv:
+        client = OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
+        with pytest.raises(openai.BadRequestError, match=r"python -m voxlane\.speakers\.weights"):
+            client.audio.transcriptions.create(
+                model="whisper-1", file=_file(conversation), response_format="diarized_json"
+            )
+        plain = client.audio.transcriptions.create(model="whisper-1", file=_file(conversation))
+        assert plain.text  # the server still transcribes

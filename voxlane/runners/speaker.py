@@ -1,0 +1,91 @@
+"""The speaker encoder: Resemblyzer's GE2E network (3 LSTM layers of 256 over 40 mel bands, a linear layer
+of 256 with ReLU, L2-normalised) run with numpy, on weights converted from its checkpoint at install time
+(voxlane/speakers/weights.py). It embeds partial utterances of 1.6 s (160 frames of 10 ms), many at once:
+each LSTM step is one matrix product over the whole batch. No torch, no onnxruntime: numpy's BLAS, whose
+threads the engine sets (--speaker-threads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from voxlane.speakers.diarize import PARTIAL_FRAMES, partial_starts
+
+HOP_FRAMES = 160
+"""Partials every 1.6 s over a region (the last one ends at its end): a region of up to 2 s gets one, of 3 s
+(the longest, features.py MAX_REGION_FRAMES) two. Half-overlapping partials (0.8 s) cost twice as much and
+did not find speakers better (docs/diarization.md)."""
+MAX_BATCH = 64
+"""Partials embedded in one pass: bounds the LSTM's activations (64 x 160 x 256 floats a layer, 10 MB)."""
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.tanh(0.5 * x) + 1.0)
+
+
+class SpeakerEncoder:
+    def __init__(self, weights: dict[str, np.ndarray]) -> None:
+        self.layers = []
+        for k in range(3):
+            w_ih = np.ascontiguousarray(weights[f"lstm.weight_ih_l{k}"].T, dtype=np.float32)
+            w_hh = np.ascontiguousarray(weights[f"lstm.weight_hh_l{k}"].T, dtype=np.float32)
+            bias = (weights[f"lstm.bias_ih_l{k}"] + weights[f"lstm.bias_hh_l{k}"]).astype(np.float32)
+            self.layers.append((w_ih, w_hh, bias))
+        self.linear_w = np.ascontiguousarray(weights["linear.weight"].T, dtype=np.float32)
+        self.linear_b = weights["linear.bias"].astype(np.float32)
+        self.hidden = self.layers[0][1].shape[0]
+        self.dim = self.linear_w.shape[1]
+
+    @classmethod
+    def load(cls, path: str | Path) -> SpeakerEncoder:
+        with np.load(path) as npz:
+            return cls({k: npz[k] for k in npz.files})
+
+    def embed_regions(self, mel: np.ndarray, regions: list[tuple[int, int]]) -> tuple[np.ndarray, list[int]]:
+        """One L2-normalised embedding per region of ``mel`` (frames x 40): the mean of its partials'; and how
+        many partials each had."""
+        n_frames = len(mel)
+        if n_frames < PARTIAL_FRAMES:
+            mel = np.concatenate([mel, np.zeros((PARTIAL_FRAMES - n_frames, mel.shape[1]), dtype=np.float32)])
+        plan = [partial_starts(a, b, n_frames, HOP_FRAMES) for a, b in regions]
+        starts = [s for region in plan for s in region]
+        if not starts:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        vectors = np.concatenate(
+            [
+                self.embed(np.stack([mel[s : s + PARTIAL_FRAMES] for s in starts[i : i + MAX_BATCH]]))
+                for i in range(0, len(starts), MAX_BATCH)
+            ]
+        )
+        out = np.empty((len(regions), self.dim), dtype=np.float32)
+        at = 0
+        for k, region in enumerate(plan):
+            mean = vectors[at : at + len(region)].mean(axis=0)
+            out[k] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+            at += len(region)
+        return out, [len(region) for region in plan]
+
+    def embed(self, mels: np.ndarray) -> np.ndarray:
+        """(batch, frames, 40) mel power -> (batch, 256) L2-normalised embeddings."""
+        x = np.ascontiguousarray(mels, dtype=np.float32)
+        batch, steps, _ = x.shape
+        h_size = self.hidden
+        for w_ih, w_hh, bias in self.layers:
+            gates_in = (x.reshape(batch * steps, -1) @ w_ih + bias).reshape(batch, steps, 4 * h_size)
+            h = np.zeros((batch, h_size), dtype=np.float32)
+            c = np.zeros((batch, h_size), dtype=np.float32)
+            out = np.empty((batch, steps, h_size), dtype=np.float32)
+            for t in range(steps):
+                g = gates_in[:, t] + h @ w_hh
+                i = _sigmoid(g[:, :h_size])
+                f = _sigmoid(g[:, h_size : 2 * h_size])
+                cell = np.tanh(g[:, 2 * h_size : 3 * h_size])
+                o = _sigmoid(g[:, 3 * h_size :])
+                c = f * c + i * cell
+                h = o * np.tanh(c)
+                out[:, t] = h
+            x = out
+        raw = np.maximum(h @ self.linear_w + self.linear_b, 0.0)
+        norm = np.linalg.norm(raw, axis=1, keepdims=True)
+        return raw / np.maximum(norm, 1e-12)

@@ -1,0 +1,168 @@
+"""``response_format=diarized_json``: who said what (issue 29). The route's side of diarization: the form's
+rules (400s), the known speakers' clips, and the answer's shape. The engine embeds the speech regions
+(``SpeakerWindow``); the clustering and the words' speakers are pure functions (voxlane/speakers/diarize.py)
+run here on the audio pool, never on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voxlane.errors import InvalidRequest
+from voxlane.messages import Segment, SpeakerResult
+from voxlane.protocol import (
+    MAX_KNOWN_SPEAKERS,
+    DiarizedSegment,
+    DiarizedTranscription,
+    Task,
+    TranscriptionRequest,
+    Usage,
+)
+from voxlane.server.formats import join_text
+from voxlane.server.state import AppState
+from voxlane.speakers.diarize import MIN_TURN_S, Region, SpeakerSegment, TimedWord, diarize
+from voxlane.speakers.references import reference_features
+
+
+@dataclass
+class Reference:
+    name: str
+    mel: np.ndarray
+    regions: list[tuple[int, int]]
+
+
+@dataclass
+class Diarization:
+    """One diarized request's speaker side: its references, then what the engine sent back."""
+
+    references: list[Reference]
+    window_offsets_s: list[float] = field(default_factory=list)
+    results: list[SpeakerResult] = field(default_factory=list)
+    """In index order: the windows', then the references'."""
+    regions: list[list[tuple[int, int]]] = field(default_factory=list)
+    """Each window's speech regions, in frames of that window."""
+
+
+def check(state: AppState, task: Task, params: TranscriptionRequest) -> None:
+    """The 400s of a diarized request, before its audio is decoded."""
+    names, refs = params.known_speaker_names, params.known_speaker_references
+    if params.response_format != "diarized_json":
+        if names or refs:
+            raise InvalidRequest(
+                "known_speaker_names[] and known_speaker_references[] name the speakers of "
+                "response_format='diarized_json'; send that format with them, or leave them out",
+                param="known_speaker_names" if names else "known_speaker_references",
+            )
+        return
+    if task == "translate":
+        raise InvalidRequest(
+            "diarized_json is for /v1/audio/transcriptions; translations have no speakers: send response_format "
+            "'json', 'text', 'verbose_json', 'srt' or 'vtt'",
+            param="response_format",
+        )
+    problem = state.engine.diarize_problem
+    if problem is not None:
+        raise InvalidRequest(
+            f"this server cannot diarize: {problem}; or send another response_format",
+            param="response_format",
+            code="diarization_unavailable",
+        )
+    if params.timestamp_granularities or params.include:
+        raise InvalidRequest(
+            "diarized_json takes no timestamp_granularities or include[]: its segments carry their times and "
+            "speakers; use response_format='verbose_json' for words, 'json' for logprobs",
+            param="timestamp_granularities" if params.timestamp_granularities else "include",
+        )
+    if len(names) != len(refs):
+        raise InvalidRequest(
+            f"known_speaker_names[] has {len(names)} item(s) and known_speaker_references[] {len(refs)}: send one "
+            "reference clip (a data URL) for each name, in the same order",
+            param="known_speaker_references" if len(names) > len(refs) else "known_speaker_names",
+        )
+    if len(names) > MAX_KNOWN_SPEAKERS:
+        raise InvalidRequest(
+            f"{len(names)} known speakers were sent; send at most {MAX_KNOWN_SPEAKERS} names and references",
+            param="known_speaker_names",
+        )
+    clean = [n.strip() for n in names]
+    if any(not n for n in clean) or len(set(clean)) != len(clean):
+        raise InvalidRequest(
+            "known_speaker_names[] must be distinct, non-empty names (such as 'agent' and 'customer')",
+            param="known_speaker_names",
+        )
+
+
+async def references(state: AppState, params: TranscriptionRequest) -> list[Reference]:
+    """Decode the known speakers' clips on the audio pool (400 for a bad one)."""
+    jobs = [
+        state.executors.run("audio", reference_features, url, i)
+        for i, url in enumerate(params.known_speaker_references)
+    ]
+    done = await asyncio.gather(*jobs)
+    return [Reference(name.strip(), mel, regions) for name, (mel, regions) in zip(params.known_speaker_names, done)]
+
+
+def _inputs(
+    diarization: Diarization, segments: list[Segment]
+) -> tuple[list[TimedWord], list[Region], np.ndarray, np.ndarray, list[tuple[str, np.ndarray]]]:
+    words = [
+        TimedWord(w.word, w.start, w.end, i) for i, s in enumerate(segments) for w in (s.words or []) if w.word.strip()
+    ]
+    n_windows = len(diarization.window_offsets_s)
+    regions: list[Region] = []
+    vectors: list[np.ndarray] = []
+    weights: list[int] = []
+    for index in range(n_windows):
+        result = diarization.results[index]
+        offset = diarization.window_offsets_s[index]
+        regions += [Region(offset + a / 100, offset + b / 100) for a, b in diarization.regions[index]]
+        vectors.append(result.array())
+        weights += result.partials
+    refs = []
+    for k, ref in enumerate(diarization.references):
+        result = diarization.results[n_windows + k]
+        if len(result.partials):
+            refs.append((ref.name, result.array()[0]))
+    embeddings = np.concatenate(vectors) if vectors else np.zeros((0, 256), dtype=np.float32)
+    return words, regions, embeddings, np.array(weights, dtype=np.float64), refs
+
+
+async def speaker_segments(state: AppState, diarization: Diarization, segments: list[Segment]) -> list[SpeakerSegment]:
+    """The transcript's words, clustered by speaker and named, on the audio pool."""
+    words, regions, embeddings, weights, refs = _inputs(diarization, segments)
+    config = state.config
+    return await state.executors.run(
+        "audio",
+        diarize,
+        words,
+        regions,
+        embeddings,
+        weights,
+        refs,
+        config.diarize_threshold,
+        config.diarize_merge_threshold,
+        config.diarize_known_threshold,
+        MIN_TURN_S,
+    )
+
+
+def segment_events(parts: list[SpeakerSegment]) -> list[dict[str, Any]]:
+    return [_segment(i, p).model_dump() for i, p in enumerate(parts)]
+
+
+def _segment(i: int, p: SpeakerSegment) -> DiarizedSegment:
+    return DiarizedSegment(id=f"seg_{i}", start=round(p.start, 3), end=round(p.end, 3), text=p.text, speaker=p.speaker)
+
+
+def render(segments: list[Segment], parts: list[SpeakerSegment], duration_s: float) -> dict[str, Any]:
+    body = DiarizedTranscription(
+        duration=round(duration_s, 3),
+        text=join_text(segments),
+        segments=[_segment(i, p) for i, p in enumerate(parts)],
+        usage=Usage(seconds=math.ceil(duration_s)),
+    )
+    return body.model_dump()

@@ -1,0 +1,314 @@
+"""Who spoke when, from speaker embeddings and word timestamps: pure functions, no I/O, no model.
+
+The speech of each window is cut into regions at its pauses (voxlane/speakers/features.py
+``speech_regions``, at most 3 s each); the engine embeds each region as the mean of the 1.6 s partials that
+cover it (:func:`partial_starts`). Then, here:
+
+- :func:`cluster`: agglomerative clustering of the regions, weighted by their partials, in two stages:
+  average linkage on cosine similarity down to ``threshold`` (pure clusters, a speaker often in several),
+  then centroid linkage down to ``merge_threshold`` (a centroid of many partials is a far steadier voice
+  print than one region). Clusters of fewer than ``min_points`` partials are folded into the nearest other
+  one (a cough, a laugh), then each region goes to its nearest centroid. The speaker count comes out of it.
+  Bounded work and memory: more than ``MAX_POINTS`` regions (a long file) are first averaged in runs of
+  neighbours, and every region is then assigned to the centroids.
+- :func:`label_words`: each word takes the speaker whose centroid is most like the regions that overlap it,
+  weighted by the overlap; the regions end at pauses, so a change of speaker lands between the two words of
+  the pause. Runs shorter than ``min_turn_s`` between two runs of one other speaker are given to it.
+- :func:`name_speakers`: letters A, B, C... in order of first appearance; a cluster whose centroid matches
+  a known speaker's reference (greedy, best pairs first, at least ``known_threshold``) takes that name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+PARTIAL_FRAMES = 160
+"""1.6 s of 10 ms frames: the partial utterances the encoder was trained on."""
+MAX_POINTS = 600
+"""Regions clustered at once: the similarity matrix is at most 600 x 600 floats (1.4 MB)."""
+
+
+MIN_POINTS = 6
+"""A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one."""
+MAX_GAP_S = 1.0
+"""A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
+MIN_TURN_S = 1.0
+"""A run of words shorter than this between two runs of one other speaker is given to that speaker."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """One embedded stretch of speech, in seconds of the upload."""
+
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    word: str
+    start: float
+    end: float
+    segment: int
+    """Index of the transcript segment it belongs to."""
+
+
+@dataclass(frozen=True)
+class SpeakerSegment:
+    start: float
+    end: float
+    text: str
+    speaker: str
+
+
+def partial_starts(first: int, end: int, n_frames: int, hop: int, size: int = PARTIAL_FRAMES) -> list[int]:
+    """First frames of the partials of ``size`` frames that embed the region [first, end) of a window of
+    ``n_frames``: every ``hop`` frames, the last one ending at the region's end; a region shorter than a
+    partial gets one partial centred on it (with the audio around it, or zeros past the window's ends)."""
+    if end - first <= size:
+        return [max(0, min(n_frames - size, (first + end) // 2 - size // 2))] if n_frames >= size else [0]
+    starts = list(range(first, end - size + 1, hop))
+    if end - size - starts[-1] > hop // 4:
+        starts.append(end - size)
+    return starts
+
+
+def cluster(
+    embeddings: np.ndarray,
+    threshold: float,
+    merge_threshold: float,
+    min_points: float = 3,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(labels per partial, L2-normalised centroids per label); labels are 0..k-1. Two stages: average
+    linkage down to ``threshold`` (pure clusters, a speaker often in several), then centroid linkage down to
+    ``merge_threshold`` (a centroid of many partials is a far steadier voice print than one partial)."""
+    n = len(embeddings)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, embeddings.shape[1] if embeddings.ndim == 2 else 0))
+    point_weights = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    group = max(1, math.ceil(n / MAX_POINTS))
+    firsts = np.arange(0, n, group)
+    points = (
+        _normalise(np.add.reduceat(embeddings * point_weights[:, None], firsts, axis=0)) if group > 1 else embeddings
+    )
+    weights = np.add.reduceat(point_weights, firsts)
+    members = _agglomerate(points, weights, threshold)
+    members = _merge_centroids(points, weights, members, merge_threshold)
+    centroids = _centroids(points, members)
+    big = [k for k in range(len(centroids)) if weights[members == k].sum() >= min_points]
+    if big and len(big) < len(centroids):
+        centroids = centroids[big]
+    labels = np.argmax(embeddings @ centroids.T, axis=1)
+    for _ in range(2):  # settle: centroids of what was assigned, then assign again
+        keep = [k for k in range(len(centroids)) if np.any(labels == k)]
+        centroids = _centroids(embeddings, labels)[keep]
+        labels = np.argmax(embeddings @ centroids.T, axis=1)
+    return labels, centroids
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def _centroids(points: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    k = int(labels.max()) + 1 if len(labels) else 0
+    sums = np.zeros((k, points.shape[1]), dtype=np.float64)
+    np.add.at(sums, labels, points)
+    return _normalise(sums)
+
+
+def _agglomerate(points: np.ndarray, weights: np.ndarray, threshold: float) -> np.ndarray:
+    """Average-linkage merges (Lance-Williams updates on the similarity matrix) while the best pair's
+    average similarity is at least ``threshold``; returns each point's cluster, numbered 0..k-1."""
+    m = len(points)
+    sim = (points @ points.T).astype(np.float64)
+    np.fill_diagonal(sim, -np.inf)
+    size = weights.copy()
+    owner = np.arange(m)
+    alive = np.ones(m, dtype=bool)
+    for _ in range(m - 1):
+        flat = int(np.argmax(sim))
+        i, j = divmod(flat, m)
+        if sim[i, j] < threshold:
+            break
+        merged = (size[i] * sim[i] + size[j] * sim[j]) / (size[i] + size[j])
+        sim[i], sim[:, i] = merged, merged
+        sim[j], sim[:, j] = -np.inf, -np.inf
+        sim[i, i] = -np.inf
+        size[i] += size[j]
+        alive[j] = False
+        owner[owner == j] = i
+    _, labels = np.unique(owner, return_inverse=True)
+    return labels
+
+
+def _merge_centroids(points: np.ndarray, weights: np.ndarray, labels: np.ndarray, threshold: float) -> np.ndarray:
+    """Merge the two clusters whose centroids are most alike while that similarity is ``threshold`` or more."""
+    labels = labels.copy()
+    while True:
+        ids = np.unique(labels)
+        if len(ids) < 2:
+            return np.unique(labels, return_inverse=True)[1]
+        cents = _normalise(np.stack([(points[labels == k] * weights[labels == k, None]).sum(0) for k in ids]))
+        sim = cents @ cents.T
+        np.fill_diagonal(sim, -np.inf)
+        i, j = divmod(int(np.argmax(sim)), len(ids))
+        if sim[i, j] < threshold:
+            return np.unique(labels, return_inverse=True)[1]
+        labels[labels == ids[j]] = ids[i]
+
+
+def label_words(
+    words: list[TimedWord],
+    regions: list[Region],
+    similarity: np.ndarray,
+    min_turn_s: float,
+) -> list[int]:
+    """The speaker (a column of ``similarity``: regions x speakers) of each word; see the module docstring."""
+    if not words:
+        return []
+    if not regions:
+        return [0] * len(words)
+    starts = np.array([r.start for r in regions])
+    ends = np.array([r.end for r in regions])
+    out = []
+    for w in words:
+        a, b = w.start, max(w.end, w.start + 0.02)
+        overlap = np.minimum(ends, b) - np.maximum(starts, a)
+        near = overlap > 0
+        if not near.any():  # no region reaches it: the nearest in time decides
+            gap = np.maximum(starts - b, a - ends)
+            near = gap <= gap.min() + 1e-6
+            overlap = near.astype(np.float64)
+        score = (np.clip(overlap, 0, None)[near, None] * similarity[near]).sum(axis=0)
+        out.append(int(np.argmax(score)))
+    return _smooth(words, out, min_turn_s)
+
+
+def _smooth(words: list[TimedWord], labels: list[int], min_turn_s: float) -> list[int]:
+    runs: list[list[int]] = []  # [label, first word, last word + 1]
+    for i, label in enumerate(labels):
+        if runs and runs[-1][0] == label:
+            runs[-1][2] = i + 1
+        else:
+            runs.append([label, i, i + 1])
+    changed = True
+    while changed and len(runs) > 1:
+        changed = False
+        for r in range(len(runs)):
+            label, first, stop = runs[r]
+            if words[stop - 1].end - words[first].start >= min_turn_s:
+                continue
+            before = runs[r - 1][0] if r > 0 else None
+            after = runs[r + 1][0] if r + 1 < len(runs) else None
+            if before is not None and (after is None or after == before):
+                runs[r - 1][2] = stop
+                if after is not None:
+                    runs[r - 1][2] = runs[r + 1][2]
+                    del runs[r + 1]
+                del runs[r]
+                changed = True
+                break
+            if before is None and after is not None:
+                runs[r + 1][1] = first
+                del runs[r]
+                changed = True
+                break
+    out = list(labels)
+    for label, first, stop in runs:
+        out[first:stop] = [label] * (stop - first)
+    return out
+
+
+def name_speakers(
+    order: list[int], centroids: np.ndarray, references: list[tuple[str, np.ndarray]], known_threshold: float
+) -> dict[int, str]:
+    """Label -> name for the labels in ``order`` (first appearance): known names where a reference matches,
+    else letters A, B, C... in order of first appearance among the others."""
+    names: dict[int, str] = {}
+    if references and len(centroids):
+        ref = _normalise(np.stack([r for _, r in references]))
+        sim = centroids @ ref.T
+        pairs = sorted(((sim[k, r], k, r) for k in range(sim.shape[0]) for r in range(sim.shape[1])), reverse=True)
+        used: set[int] = set()
+        for s, k, r in pairs:
+            if s >= known_threshold and k not in names and r not in used:
+                names[k] = references[r][0]
+                used.add(r)
+    letter = 0
+    for label in order:
+        if label not in names:
+            names[label] = _letters(letter)
+            letter += 1
+    return names
+
+
+def _letters(i: int) -> str:
+    """A, B, ..., Z, AA, AB, ..."""
+    out = ""
+    i += 1
+    while i:
+        i, rem = divmod(i - 1, 26)
+        out = chr(ord("A") + rem) + out
+    return out
+
+
+def speaker_segments(
+    words: list[TimedWord],
+    labels: list[int],
+    names: dict[int, str],
+    regions: list[Region],
+    max_gap_s: float = MAX_GAP_S,
+) -> list[SpeakerSegment]:
+    """Runs of words of one speaker within one transcript segment (a pause of ``max_gap_s`` also cuts), each
+    trimmed to the speech regions it overlaps: Whisper's word times are coarse (a first word that "starts"
+    at the window's start, a last one that runs into the pause), the regions' edges are the 10 ms frames where
+    the sound starts and stops."""
+    out: list[SpeakerSegment] = []
+    run: list[TimedWord] = []
+    run_label = -1
+    starts = np.array([r.start for r in regions])
+    ends = np.array([r.end for r in regions])
+
+    def flush() -> None:
+        if not run:
+            return
+        start, end = run[0].start, run[-1].end
+        near = (ends > start) & (starts < end)
+        if near.any():
+            start, end = max(start, float(starts[near].min())), min(end, float(ends[near].max()))
+        text = "".join(w.word for w in run).strip()
+        out.append(SpeakerSegment(start, max(end, start), text, names[run_label]))
+
+    for w, label in zip(words, labels):
+        if run and (label != run_label or w.segment != run[-1].segment or w.start - run[-1].end > max_gap_s):
+            flush()
+            run = []
+        run.append(w)
+        run_label = label
+    flush()
+    return out
+
+
+def diarize(
+    words: list[TimedWord],
+    regions: list[Region],
+    embeddings: np.ndarray,
+    weights: np.ndarray,
+    references: list[tuple[str, np.ndarray]],
+    threshold: float,
+    merge_threshold: float,
+    known_threshold: float,
+    min_turn_s: float,
+) -> list[SpeakerSegment]:
+    """The transcript's words as segments of one speaker each, named (see the module docstring)."""
+    _, centroids = cluster(embeddings, threshold, merge_threshold, MIN_POINTS, weights)
+    similarity = embeddings @ centroids.T if len(centroids) else np.zeros((len(regions), 1))
+    word_labels = label_words(words, regions, similarity, min_turn_s)
+    order = list(dict.fromkeys(word_labels))
+    names = name_speakers(order, centroids, references, known_threshold)
+    return speaker_segments(words, word_labels, names, regions)
