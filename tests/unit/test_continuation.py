@@ -13,7 +13,10 @@ from voxlane.runners.whisper import speech_after
 
 def window(offset_s: float, samples: np.ndarray, speech: list[tuple[float, float]] | None = None) -> WindowWork:
     features, n_frames = log_mel(samples)
-    msg = WindowRequest("r", 2, 5, offset_s, len(samples) / 16000, n_frames, 80, TranscribeOptions(), speech)
+    options = TranscribeOptions(language="en", prompt="Voxlane")
+    msg = WindowRequest(
+        "r", 2, 5, offset_s, len(samples) / 16000, n_frames, 80, options, speech, model="/models/whisper-base"
+    )
     return WindowWork(msg, features, arrival_s=1.0, enqueued_s=1.0)
 
 
@@ -29,6 +32,9 @@ def test_a_continuation_is_the_rest_of_the_window_at_its_true_offset() -> None:
     assert cont.msg.n_frames == work.msg.n_frames - 800
     assert cont.passes == 1 and cont.earlier == earlier and cont.msg.speech == [(61.0, 79.0)]
     assert cont.arrival_s == work.arrival_s  # keeps its request's place in the fair order
+    # Decoded by the same model with the same options (a continuation of the default model's window once
+    # lost its model, and the engine found no runner for it).
+    assert cont.msg.model == "/models/whisper-base" and cont.msg.options == work.msg.options
     assert isinstance(cont, WindowWork) and cont.queued and cont.seq == 0  # queued afresh by the scheduler
     # The features are the window's, shifted by 8 s, padded at the end like a short window.
     np.testing.assert_array_equal(cont.features[:, : cont.msg.n_frames], work.features[:, 800 : work.msg.n_frames])

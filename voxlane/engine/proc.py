@@ -164,14 +164,20 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         config.tts_solo_threads,
         config.tts_order,
     )
+    code = 0
     try:
         _loop(core, inbox, outbox, probes, parent)
+    except BaseException:
+        # A bug in the loop: said here, since os._exit below leaves no traceback, and a non-zero code tells
+        # the supervisor (and a reader of its log) that the engine crashed rather than stopped.
+        log.exception("the engine loop failed")
+        code = 1
     finally:
         # Exit now, without closing sockets under the IO threads' feet (ZMQ sockets are not thread-safe:
         # that asserted in signaler.cpp) and without waiting for a batch still running on a worker thread
         # (the interpreter joins non-daemon threads at exit): nothing it computes is wanted any more.
         logging.shutdown()
-        os._exit(0)
+        os._exit(code)
 
 
 def _in_nicer_thread(load: Callable[[], T], extra_niceness: int) -> T:
