@@ -99,7 +99,7 @@ def test_transcription_and_streaming_speech_through_the_openai_client(ray_voxlan
     # The same error shapes as the direct path: OpenAI's JSON, the right status, what to send instead.
     with pytest.raises(openai.NotFoundError) as err, clip.path.open("rb") as f:
         client.audio.transcriptions.create(model="whisper-9", file=f)
-    assert "send model='whisper-tiny.en'" in err.value.body["message"]
+    assert "whisper-tiny.en" in err.value.body["message"] and "GET /v1/models" in err.value.body["message"]
 
 
 def _timed(items: Iterable[T], sent_s: float) -> tuple[list[T], list[float]]:
@@ -221,12 +221,16 @@ def test_scale_down_drains_the_replica_it_removes(ray_voxlane, cluster, dev_set)
     # Ray once removed it before it had a call). The drain may take 60 s (default 30): the removed replica
     # holds 10 or so window calls (one took up to 4.5 s under load here), and a busy machine should not turn
     # this test into one of the drain's time limit.
-    flags = ("--replicas", "2", "--min-replicas", "1", "--max-replicas", "2", "--target-ongoing-requests", "100")
+    flags = ("--replicas", "2", "--min-replicas", "1", "--max-replicas", "2", "--target-ongoing-requests", "100",
+             "--max-ongoing-per-replica", "2")  # fmt: skip
     with ray_server(cluster, *flags, "--downscale-delay-s", "20", "--drain-timeout-s", "60") as srv:
         replicas = cluster.replica_pids(ENGINE)
         assert len(replicas) == 2
-        # Three clients, each sending the longest clip (6 windows) again as soon as it is answered: several
-        # windows wait on each running replica at any moment, seconds of work, so the one removed holds some.
+        # Three clients, each sending the longest clip (6 windows) again as soon as it is answered, and each
+        # replica takes 2 calls at a time (--max-ongoing-per-replica): Ray's router queues the rest, so both
+        # replicas hold 2 calls at every moment and the one removed holds some. (Without that limit Ray sent
+        # most calls to one replica, and the one it removed sometimes held none: 11 calls before its removal
+        # began, 0 after.)
         clip = max(dev_set, key=lambda c: c.duration_s)
         answers: list[tuple[int, str]] = []
         done = threading.Event()
