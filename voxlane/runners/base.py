@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, Self
 
+import msgspec
 import numpy as np
 
 from voxlane.audio.features import FRAMES_PER_SECOND, pad_frames
@@ -61,18 +62,13 @@ class WindowPass:
             self.features[:, shift : self.msg.n_frames], self.features.shape[1], float(self.features.max())
         )
         shift_s = shift / FRAMES_PER_SECOND
-        msg = WindowRequest(
-            self.msg.request_id,
-            self.msg.index,
-            self.msg.count,
-            round(self.msg.offset_s + shift_s, 6),
-            max(0.0, self.msg.duration_s - shift_s),
-            self.msg.n_frames - shift,
-            self.msg.n_mels,
-            self.msg.options,
-            self.msg.speech,
-            deadline_s=self.msg.deadline_s,
-            partial=self.msg.partial,
+        # Every other field of the request is kept as it was (the model, the live fields): a continuation
+        # that lost its model ran on none (the engine asserted and exited).
+        msg = msgspec.structs.replace(
+            self.msg,
+            offset_s=round(self.msg.offset_s + shift_s, 6),
+            duration_s=max(0.0, self.msg.duration_s - shift_s),
+            n_frames=self.msg.n_frames - shift,
         )
         return dataclasses.replace(
             self, msg=msg, features=features, passes=self.passes + 1, earlier=self.earlier + segments
