@@ -45,7 +45,7 @@ def step_until(core: EngineCore, done: Callable[[], bool], timeout_s: float = 5.
 
 
 def make_core(runner: FakeRunner, **overrides: object) -> EngineCore:
-    config = EngineConfig(model_path="", max_batch_size=4, max_batch_wait_ms=0.0, **overrides)  # type: ignore[arg-type]
+    config = EngineConfig(model_path="whisper-default", max_batch_size=4, max_batch_wait_ms=0.0, **overrides)  # type: ignore[arg-type]
     return EngineCore(runner, config)
 
 

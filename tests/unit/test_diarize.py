@@ -1,0 +1,157 @@
+"""Diarization's pure functions (voxlane/speakers/diarize.py) on made-up voice prints: the automatic speaker
+count of ``cluster`` and the word -> speaker assignment of ``label_words``, without the encoder or a server.
+
+A voice is a random unit vector in 64 dimensions; a region of it is that vector plus Gaussian noise of
+variance ``noise`` (split over the dimensions), normalised, so two regions of one voice have cosine about
+1 / (1 + noise) and regions of two voices about 0: what the GE2E encoder gives is 0.81 and 0.54 on the dev
+set's sentences (docs/diarization.md), the thresholds 0.65 and 0.8 sit between."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voxlane.speakers.diarize import MAX_POINTS, MIN_POINTS, Region, TimedWord, cluster, diarize, label_words
+
+DIM = 64
+THRESHOLD, MERGE_THRESHOLD = 0.65, 0.8  # the server's defaults (--diarize-threshold, --diarize-merge-threshold)
+
+
+def voices(n: int, rng: np.random.Generator) -> np.ndarray:
+    v = rng.standard_normal((n, DIM))
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def regions_of(centre: np.ndarray, count: int, noise: float, rng: np.random.Generator) -> np.ndarray:
+    x = centre + rng.standard_normal((count, DIM)) * np.sqrt(noise / DIM)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def conversation(n_speakers: int, turns: int, per_turn: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(region embeddings, true speaker of each), speakers taking turns of ``per_turn`` regions."""
+    rng = np.random.default_rng(seed)
+    centres = voices(n_speakers, rng)
+    truth = np.repeat(np.arange(turns) % n_speakers, per_turn)
+    embeddings = np.concatenate([regions_of(centres[s], per_turn, noise, rng) for s in truth[::per_turn]])
+    return embeddings, truth
+
+
+def agreement(labels: np.ndarray, truth: np.ndarray) -> float:
+    """Share of regions whose label is the one most of their true speaker's regions got."""
+    right = sum(int(np.bincount(labels[truth == s]).max()) for s in np.unique(truth))
+    return right / len(truth)
+
+
+@pytest.mark.parametrize("n_speakers", [1, 2, 3, 4])
+def test_the_speaker_count_is_found(n_speakers: int) -> None:
+    for seed in range(5):
+        embeddings, truth = conversation(n_speakers, 4 * n_speakers, 5, noise=0.3, seed=seed)
+        labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(len(truth), 2.0))
+        assert len(centroids) == n_speakers, f"seed {seed}"
+        assert agreement(labels, truth) == 1.0
+        assert np.allclose(np.linalg.norm(centroids, axis=1), 1.0)
+
+
+def test_a_voice_split_by_average_linkage_is_merged_by_its_centroids() -> None:
+    # One speaker in two manners (cosine 0.85 between them: a raised voice, another microphone): two
+    # regions of different manners are only about 0.58 alike, under the first stage's 0.65, but the two
+    # clusters' centroids are about 0.84 alike, over the second stage's 0.8. Another speaker stays apart.
+    rng = np.random.default_rng(3)
+    a, other = voices(2, rng)
+    side = rng.standard_normal(DIM)
+    side -= (side @ a) * a
+    side /= np.linalg.norm(side)
+    a2 = 0.85 * a + np.sqrt(1 - 0.85**2) * side
+    embeddings = np.concatenate(
+        [regions_of(a, 20, 0.45, rng), regions_of(a2, 20, 0.45, rng), regions_of(other, 20, 0.45, rng)]
+    )
+    truth = np.repeat([0, 0, 1], 20)
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(60, 2.0))
+    assert len(centroids) == 2
+    assert agreement(labels, truth) == 1.0
+
+
+def test_a_speaker_with_too_little_speech_is_folded_into_the_nearest() -> None:
+    # Two speakers, and a cough: two short regions (one partial each, 2 < MIN_POINTS) of a third voice.
+    rng = np.random.default_rng(5)
+    a, b, cough = voices(3, rng)
+    embeddings = np.concatenate(
+        [regions_of(a, 10, 0.3, rng), regions_of(b, 10, 0.3, rng), regions_of(cough, 2, 0.3, rng)]
+    )
+    weights = np.array([2.0] * 20 + [1.0] * 2)
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights)
+    assert len(centroids) == 2
+    assert set(labels[20:]) <= set(labels[:20])
+    # The same voice with enough speech (3 regions of 2 partials) is a speaker of its own.
+    weights[20:] = 3.0
+    assert len(cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights)[1]) == 3
+
+
+def test_a_long_file_is_clustered_in_bounded_work_and_every_region_is_assigned() -> None:
+    # More than MAX_POINTS regions (an hour is about 1,200): runs of neighbours are averaged before the
+    # clustering, then each region goes to its nearest centroid.
+    embeddings, truth = conversation(3, 60, 25, noise=0.3, seed=11)
+    assert len(truth) > 2 * MAX_POINTS
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(len(truth), 2.0))
+    assert len(labels) == len(truth)
+    assert len(centroids) == 3
+    assert agreement(labels, truth) >= 0.98
+
+
+def words_at(*spans: tuple[float, float], segment: int = 0) -> list[TimedWord]:
+    return [TimedWord(f" w{i}", a, b, segment) for i, (a, b) in enumerate(spans)]
+
+
+# Regions: speaker 0 from 0 to 3 s, speaker 1 from 3.2 to 6 s, speaker 0 again from 6.5 to 9 s.
+REGIONS = [Region(0.0, 3.0), Region(3.2, 6.0), Region(6.5, 9.0)]
+SIMILARITY = np.array([[0.9, 0.2], [0.3, 0.8], [0.85, 0.1]])  # regions x speakers
+
+
+def test_each_word_takes_the_speaker_of_the_regions_under_it() -> None:
+    words = words_at((0.2, 0.6), (1.0, 2.9), (3.3, 4.0), (4.1, 5.9), (6.6, 7.5), (7.6, 8.8))
+    assert label_words(words, REGIONS, SIMILARITY, min_turn_s=1.0) == [0, 0, 1, 1, 0, 0]
+
+
+def test_a_word_across_a_change_of_speaker_goes_where_most_of_it_lies() -> None:
+    # Whisper's word times are coarse: a last word that runs into the next turn (2.5-3.6 s: 0.5 s over the
+    # first region, 0.4 s over the second) and a first word that starts in the pause before its turn.
+    words = words_at((1.0, 2.4), (2.5, 3.6), (3.9, 4.7), (4.8, 5.9))
+    assert label_words(words, REGIONS, SIMILARITY, min_turn_s=0.0) == [0, 0, 1, 1]
+    words = words_at((1.0, 2.4), (2.5, 2.9), (2.95, 3.9), (4.0, 5.9))  # 0.05 s over the first, 0.7 s the second
+    assert label_words(words, REGIONS, SIMILARITY, min_turn_s=0.0) == [0, 0, 1, 1]
+
+
+def test_a_word_over_no_region_takes_the_nearest_one_in_time() -> None:
+    words = words_at((6.05, 6.15), (6.35, 6.45))  # in the pause between 6.0 and 6.5: nearer 6.0, then 6.5
+    assert label_words(words, REGIONS, SIMILARITY, min_turn_s=0.0) == [1, 0]
+
+
+def test_a_short_run_between_two_runs_of_one_speaker_is_given_to_them() -> None:
+    # One region in the middle of speaker 0's turn sounds like speaker 1 (a laugh): its 0.6 s of words
+    # are under min_turn_s and go to speaker 0; a run of 1.8 s is a turn and stays.
+    regions = [Region(0.0, 2.0), Region(2.1, 2.7), Region(2.8, 5.0)]
+    similarity = np.array([[0.9, 0.2], [0.4, 0.7], [0.9, 0.1]])
+    words = words_at((0.1, 1.0), (1.1, 1.9), (2.1, 2.7), (2.9, 4.0), (4.1, 4.9))
+    assert label_words(words, regions, similarity, min_turn_s=0.0) == [0, 0, 1, 0, 0]
+    assert label_words(words, regions, similarity, min_turn_s=1.0) == [0, 0, 0, 0, 0]
+    regions[1] = Region(2.1, 3.9)
+    regions[2] = Region(4.0, 5.4)
+    words = words_at((0.1, 1.0), (1.1, 1.9), (2.1, 3.0), (3.0, 3.9), (4.1, 4.6), (4.7, 5.3))
+    assert label_words(words, regions, similarity, min_turn_s=1.0) == [0, 0, 1, 1, 0, 0]
+
+
+def test_diarize_names_speakers_in_order_of_appearance_and_cuts_segments_at_changes() -> None:
+    rng = np.random.default_rng(2)
+    a, b = voices(2, rng)
+    regions = [Region(2.0 * k, 2.0 * k + 1.8) for k in range(12)]
+    who = [1] * 6 + [0] * 6  # the second voice speaks first: it is A
+    embeddings = np.stack([regions_of([a, b][s], 1, 0.3, rng)[0] for s in who]).astype(np.float32)
+    words = [TimedWord(f" w{k}", 2.0 * k + 0.1, 2.0 * k + 1.7, k // 4) for k in range(12)]
+    segments = diarize(words, regions, embeddings, np.full(12, 2.0), [], THRESHOLD, MERGE_THRESHOLD, 0.7, 1.0)
+    assert [(s.speaker, s.text) for s in segments] == [
+        ("A", "w0 w1 w2 w3"),
+        ("A", "w4 w5"),
+        ("B", "w6 w7"),
+        ("B", "w8 w9 w10 w11"),
+    ]
+    assert segments[0].start == pytest.approx(0.1) and segments[-1].end == pytest.approx(23.7)
