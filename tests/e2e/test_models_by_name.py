@@ -52,19 +52,28 @@ def clip(dev_set: list[Clip], name: str = "cmu_goforward.wav") -> Clip:
 
 
 def post(server: ServerProcess, route: str, clip: Clip, **data: str) -> httpx.Response:
-    """POST the clip; a 503 that says the model is loading is retried after its Retry-After."""
+    """POST the clip; a 503 that says the model is loading is sent again once GET /v1/models says it loaded."""
     for _ in range(3):
         r = httpx.post(server.base_url + route, files={"file": clip.path.open("rb")}, data=data, timeout=120)
         if r.status_code != 503:
             return r
         assert r.json()["error"]["code"] == "model_loading", r.text
-        time.sleep(int(r.headers["Retry-After"]))
-    raise AssertionError("the model never loaded")
+        assert int(r.headers["Retry-After"]) >= 1
+        wait_loaded(server, data["model"])
+    raise AssertionError("the model loaded, and unloaded again before each request")
 
 
 def loaded(server: ServerProcess) -> dict[str, bool]:
     models = httpx.get(server.base_url + "/v1/models", timeout=10).json()["data"]
     return {m["id"]: m["loaded"] for m in models}
+
+
+def wait_loaded(server: ServerProcess, model: str, timeout_s: float = 120.0) -> None:
+    """Until GET /v1/models says ``model`` is loaded (its load was asked for already)."""
+    deadline = time.monotonic() + timeout_s
+    while not loaded(server).get(model):
+        assert time.monotonic() < deadline, f"{model} did not load in {timeout_s:.0f} s"
+        time.sleep(0.1)  # polls the model list
 
 
 def test_a_repo_id_in_the_hugging_face_cache_is_served(models_server: ServerProcess, dev_set: list[Clip]) -> None:
@@ -173,7 +182,7 @@ def test_the_realtime_endpoint_takes_another_language_with_a_multilingual_model(
         event = asyncio.run(update("whisper-base", "de"))
         if event["type"] == "session.updated" or event["error"].get("code") != "model_loading":
             break
-        time.sleep(2)
+        wait_loaded(models_server, "whisper-base")
     assert event["type"] == "session.updated", event
     assert event["session"]["audio"]["input"]["transcription"]["language"] == "de"
     refused = asyncio.run(update("whisper-1", "de"))
