@@ -56,3 +56,18 @@ def test_the_batched_encoder_gives_the_plain_lstms_embeddings() -> None:
     want = np.array([_reference(w, m) for m in mels])
     assert got.shape == (5, HIDDEN)
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_windows_embedded_together_give_each_windows_own_embeddings() -> None:
+    rng = np.random.default_rng(1)
+    encoder = SpeakerEncoder(_weights(rng))
+    windows = [
+        ((rng.random((n, MELS)) ** 4).astype(np.float32), regions)
+        for n, regions in [(900, [(0, 120), (150, 400), (500, 900)]), (120, [(10, 100)]), (700, [(0, 300)])]
+    ]
+    together = encoder.embed_windows(windows)
+    assert len(together) == len(windows)
+    for (mel, regions), (vectors, partials) in zip(windows, together, strict=True):
+        alone, alone_partials = encoder.embed_regions(mel, regions)
+        assert partials == alone_partials
+        np.testing.assert_allclose(vectors, alone, atol=1e-5)
