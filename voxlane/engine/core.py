@@ -16,7 +16,8 @@ default). A window of a model that is not loaded waits beside the scheduler whil
 joins the scheduler, whose batches never mix models. Idle models are unloaded after ``--model-ttl-s``, or
 to make room within ``--max-loaded-models``, and the engine hands the freed memory back to the system.
 Speaker embeddings (``SpeakerWindow``: a diarized transcription's windows and reference clips) run on
-their own executor, ``voxlane-speaker`` (one thread), beside Whisper's workers, first come first served;
+their own executor, ``voxlane-speaker`` (one thread), beside Whisper's workers, first come first served,
+up to SPEAKER_WINDOWS queued windows in one call;
 ``step`` hands out their ``SpeakerResult``s as they finish.
 
 Speech units go to ``self.tts`` (engine/tts.py), which has its own execution threads and thread budget;
@@ -64,8 +65,8 @@ LIVE_HOLD_S = 2.0
 ``engine_workers - 1`` workers: one stays free for the next live decode, which would otherwise wait for a
 batch of 30 s windows to finish (seconds on a CPU). Live sessions send a decode about every second."""
 SPEAKER_WINDOWS = 4
-"""Speaker windows embedded together: about 64 partials (16 a 30 s window), where a partial costs about a third less
-than at one window's 16 (runners/speaker.py)."""
+"""Speaker windows embedded together: up to about 64 partials (16 a 30 s window), where a partial costs 20-30% less
+than at one window's 16 (runners/speaker.py, docs/diarization.md)."""
 
 
 class EngineCore:
