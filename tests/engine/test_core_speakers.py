@@ -1,0 +1,69 @@
+"""The engine's speaker thread: queued windows are embedded together (SPEAKER_WINDOWS at most), each gets
+exactly one SpeakerResult, a window that fails fails alone, an aborted request's queued windows are dropped."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from tests.engine.test_core import make_core
+from voxlane.engine.core import SPEAKER_WINDOWS
+from voxlane.messages import SpeakerResult, SpeakerWindow
+from voxlane.runners.fake import FakeRunner
+
+
+class _Encoder:
+    """Embeds each span as [first frame, window's frame count]; a window of 13 frames raises. The first call
+    waits for ``gate``, so that the windows behind it queue up."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.batches: list[int] = []
+
+    def embed_windows(
+        self, windows: list[tuple[np.ndarray, list[tuple[int, int]]]]
+    ) -> list[tuple[np.ndarray, list[int]]]:
+        self.gate.wait(5)
+        self.batches.append(len(windows))
+        if any(len(mel) == 13 for mel, _ in windows):
+            raise ValueError("a bad window")
+        return [
+            (np.array([[a, len(mel)] for a, _ in spans], dtype=np.float32).reshape(-1, 2), [1] * len(spans))
+            for mel, spans in windows
+        ]
+
+
+def _window(rid: str, index: int, n_frames: int) -> tuple[SpeakerWindow, np.ndarray]:
+    return SpeakerWindow(rid, index, 9, n_frames, [(index, index + 1)]), np.zeros((n_frames, 40), np.float32)
+
+
+def test_queued_windows_are_embedded_together_each_with_its_own_result() -> None:
+    core = make_core(FakeRunner())
+    encoder = _Encoder()
+    core.speaker_encoder = encoder  # type: ignore[assignment]
+    sizes = [100, 200, 13, 300, 400, 500, 600]
+    for i, n in enumerate(sizes):
+        core.add_speaker_window(*_window("a", i, n))
+    core.add_speaker_window(*_window("gone", 0, 50))
+    core.add_speaker_window(*_window("gone", 1, 50))
+    core.abort("gone")
+    encoder.gate.set()
+    results: list[SpeakerResult] = []
+    deadline = time.monotonic() + 5
+    while len(results) < len(sizes) and time.monotonic() < deadline:
+        results += [r for r in core.step(time.monotonic()) if isinstance(r, SpeakerResult)]
+        time.sleep(0.001)
+    time.sleep(0.05)  # nothing more comes: not the aborted request's windows
+    results += [r for r in core.step(time.monotonic()) if isinstance(r, SpeakerResult)]
+    assert sorted(r.index for r in results) == list(range(len(sizes)))
+    assert {r.request_id for r in results} == {"a"}
+    for r in results:
+        if sizes[r.index] == 13:
+            assert r.error == "the speaker encoder failed"
+        else:
+            assert r.error is None
+            assert r.array().tolist() == [[r.index, sizes[r.index]]]
+    assert max(encoder.batches) == SPEAKER_WINDOWS  # windows shared a batch
+    assert encoder.batches.count(1) >= 1  # the failing batch was split to find its bad window
