@@ -107,3 +107,48 @@ def test_short_windows_batch_apart_from_30_s_windows() -> None:
     for w in (short_window("short-a", 0.0, 800), window("long", 0, 1, 0.1)):
         plain.add(w, now=w.arrival_s)
     assert ids(plain.next_batch(now=1.0)) == [("short-a", 0), ("long", 0)]
+
+
+def test_two_models_share_the_engines_time_not_its_batches() -> None:
+    """8 clients of each model, each sending a one-window request as soon as its last one is served; a window
+    of 'base' costs 2.5x one of 'tiny'. Each model gets about half of the engine's time (in arrival order
+    alone, 'base' took 2.5x 'tiny''s)."""
+    cost = {"tiny": 0.1, "base": 0.25}
+    s = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0)
+    for model, seconds in cost.items():
+        for _ in range(20):
+            s.record_cost(model, seconds)
+    now, seq = 0.0, 0
+    for model in cost:
+        for _ in range(8):
+            w = window(f"{model}-{seq}", 0, 1, arrival_s=now)
+            w.msg.model, seq = model, seq + 1
+            s.add(w, now)
+    busy = dict.fromkeys(cost, 0.0)
+    for _ in range(200):
+        batch = s.next_batch(now) or []
+        model = batch[0].msg.model
+        assert {w.msg.model for w in batch} == {model}
+        now += len(batch) * cost[model]
+        busy[model] += len(batch) * cost[model]
+        for _ in batch:  # each client sends its next request
+            w = window(f"{model}-{seq}", 0, 1, arrival_s=now)
+            w.msg.model, seq = model, seq + 1
+            s.add(w, now)
+    assert 0.45 < busy["tiny"] / (busy["tiny"] + busy["base"]) < 0.55, busy
+
+
+def test_a_model_that_was_idle_banks_no_turns() -> None:
+    s = AsrScheduler(max_batch_size=1, max_batch_wait_s=0.0, window_cost_s=0.5)
+    for i in range(40):
+        w = window("a", i, 60, arrival_s=0.0)
+        w.msg.model = "a"
+        s.add(w, 0.0)
+    for _ in range(30):  # 'a' alone has the engine for a while
+        s.next_batch(now=1.0)
+    for i in range(20):
+        w = window("b", i, 20, arrival_s=1.0)
+        w.msg.model = "b"
+        s.add(w, 1.0)
+    served = [w.msg.model for _ in range(10) for w in s.next_batch(now=1.0) or []]
+    assert served.count("a") >= 4, served  # they take turns: 'b' does not get 30 windows in a row
