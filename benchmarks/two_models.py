@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -62,11 +63,12 @@ def main() -> int:
     parser.add_argument("--max-duration-s", type=float, default=10.0, help="only files this short")
     parser.add_argument("--clients", type=int, default=8, help="requests at once per model")
     parser.add_argument(
-        "--prompts", default="96,40", help="requests per model and run (alone; twice that together), comma-separated"
+        "--prompts", default="64,24", help="requests per model and run (alone; twice that together), comma-separated"
     )
     parser.add_argument("--server-args", default="", help="extra flags for voxlane serve")
     parser.add_argument("--result-dir", default="results/two-models")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the server too
     models = args.models.split(",")
     prompts = dict(zip(models, (int(p) for p in args.prompts.split(","))))
     result_dir = Path(args.result_dir)
