@@ -426,8 +426,8 @@ class EngineCore:
                 continue
             done, costs = future.result()
             for cost in costs:
-                # Seconds of engine time per window of the model, smoothed: the scheduler's fairness clock.
-                self.scheduler.record_cost(model or self.models.default, cost)
+                # Seconds of engine time per window, smoothed: the scheduler's fairness clock.
+                self.scheduler.window_cost_s = 0.8 * self.scheduler.window_cost_s + 0.2 * cost
             for work, output in done:
                 result = output.result
                 state = self.requests.get(result.request_id)

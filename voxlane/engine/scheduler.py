@@ -18,13 +18,6 @@ Contract:
   the deadlines of live work arriving later only grow past it.
 - A batch holds windows of one (Whisper model, task, temperature, partial or not, live or not): those decode
   with the same settings, and live work does not wait for batch windows that share its batch.
-- Models share the engine's time evenly (issue 30): while windows of several models wait, the next batch is
-  of the model that has had the least engine time (its windows taken x what a window of it costs,
-  ``record_cost``), and within it in the order above. A model that had no work starts level with those that
-  had, so it banks no credit while idle. In arrival order alone, a model whose windows cost 2.5x the
-  other's (base against tiny.en) took 2.5x the engine time at the same request rate, and the cheaper model
-  fell well under half of what it does alone (docs/models.md, benchmarks/two_models.py). Live work still
-  goes by its deadline, across models.
 - Live work runs alone, one decode to a batch. On a CPU a batch costs about the sum of its windows, so a
   final batched with others waits for all of them (and for the temperature fallback of one whose greedy
   decode loops, seconds); alone, the engine's workers take the decodes due next side by side. Measured
@@ -71,24 +64,11 @@ class AsrScheduler:
         self._by_request: dict[str, list[WindowWork]] = {}
         self._live = 0
         self._seq = 0
-        self._cost: dict[str, float] = {}
-        """Seconds of engine time per window, by model (``window_cost_s`` until measured)."""
-        self._used: dict[str, float] = {}
-        """Engine time each model was given, in ``_cost`` seconds: the fair share across models."""
-        self._queued: dict[str, int] = {}
-        """Queued batch (not live) windows by model."""
-        self._clock = 0.0
-        """``_used`` of the model whose batch was taken last: a model that starts waiting starts here."""
 
     def __len__(self) -> int:
         return self._live
 
     def add(self, work: WindowWork, now: float) -> None:
-        if work.msg.deadline_s is None:
-            model = work.msg.model
-            if not self._queued.get(model):
-                self._used[model] = max(self._used.get(model, 0.0), self._clock)
-            self._queued[model] = self._queued.get(model, 0) + 1
         work.enqueued_s = now
         work.seq = self._seq
         self._seq += 1
@@ -102,20 +82,7 @@ class AsrScheduler:
         virtual start time."""
         if work.msg.deadline_s is not None:
             return now + work.msg.deadline_s
-        return work.arrival_s + work.msg.index * self.cost(work.msg.model)
-
-    def cost(self, model: str) -> float:
-        return self._cost.get(model, self.window_cost_s)
-
-    def record_cost(self, model: str, seconds: float) -> None:
-        """What a window of ``model`` cost the engine in a batch that just ran: smoothed, it orders the
-        windows of a request and shares the engine between models."""
-        self._cost[model] = 0.8 * self.cost(model) + 0.2 * seconds
-
-    def _unqueue(self, work: WindowWork) -> None:
-        work.queued = False
-        if work.msg.deadline_s is None:
-            self._queued[work.msg.model] -= 1
+        return work.arrival_s + work.msg.index * self.window_cost_s
 
     def abort(self, request_id: str) -> int:
         """Drop the request's queued windows. Returns how many were dropped (0 when none: idempotent)."""
@@ -123,7 +90,7 @@ class AsrScheduler:
         dropped = 0
         for w in windows:
             if w.queued:
-                self._unqueue(w)
+                w.queued = False
                 dropped += 1
         self._live -= dropped
         return dropped
@@ -157,15 +124,13 @@ class AsrScheduler:
         batch: list[WindowWork] = []
         skipped: list[tuple[float, int, WindowWork]] = []
         key = None
-        waiting = [m for m, n in self._queued.items() if n]
-        turn = min(waiting, key=lambda m: self._used[m]) if len(waiting) > 1 else None
         while self._heap and len(batch) < self.max_batch_size:
             entry = heapq.heappop(self._heap)
             work = entry[2]
             if not work.queued:
                 continue
-            if work.msg.deadline_s is None and (live_only or (key is None and turn not in (None, work.msg.model))):
-                skipped.append(entry)  # not now: only live work may start, or another model's turn
+            if live_only and work.msg.deadline_s is None:
+                skipped.append(entry)
                 continue
             if key is None:
                 key = batch_key(work, self.short_pad_frames)
@@ -181,12 +146,8 @@ class AsrScheduler:
             heapq.heappush(self._heap, entry)
         if not batch:
             return None
-        if batch[0].msg.deadline_s is None:
-            model = batch[0].msg.model
-            self._clock = self._used[model]
-            self._used[model] += len(batch) * self.cost(model)
         for work in batch:
-            self._unqueue(work)
+            work.queued = False
             siblings = self._by_request.get(work.request_id)
             if siblings is not None:
                 siblings.remove(work)
