@@ -318,17 +318,8 @@ def pull(ref: str, hub: HubCache, tqdm_class: type | None = None, download: Down
     rhasspy/piper-voices) and return where it is. Raises ModelNotPresent for a reference that cannot be
     downloaded, and when ``HF_HUB_OFFLINE`` forbids it. ``tqdm_class`` shows the progress
     (:func:`progress_bars` reports it to a function); ``download``: None downloads with huggingface_hub."""
+    check_pullable(ref, hub)
     in_repo = voice_repo_path(ref)
-    if in_repo is None and not _REPO_ID.match(ref):
-        raise ModelNotPresent(
-            f"'{ref}' cannot be pulled: send a Hugging Face repo id of a CTranslate2 Whisper model (such as "
-            "Systran/faster-whisper-small) or a Piper voice name (such as en_US-lessac-medium)"
-        )
-    if hub.offline:
-        raise ModelNotPresent(
-            f"cannot pull '{ref}': HF_HUB_OFFLINE is set, so no download is allowed; unset it (or copy the model "
-            f"into {hub.dir}, or pass a model directory)"
-        )
     if download is None:
         from huggingface_hub import snapshot_download
 
@@ -342,6 +333,21 @@ def pull(ref: str, hub: HubCache, tqdm_class: type | None = None, download: Down
         )
         return str(Path(path) / f"{in_repo}.onnx")
     return str(download(ref, cache_dir=str(hub.dir), tqdm_class=tqdm_class))
+
+
+def check_pullable(ref: str, hub: HubCache) -> None:
+    """ModelNotPresent, saying what to send instead, when ``pull`` would refuse ``ref`` before any download
+    (not a repo id nor a voice name, or ``HF_HUB_OFFLINE``). Reads nothing."""
+    if voice_repo_path(ref) is None and not _REPO_ID.match(ref):
+        raise ModelNotPresent(
+            f"'{ref}' cannot be pulled: send a Hugging Face repo id of a CTranslate2 Whisper model (such as "
+            "Systran/faster-whisper-small) or a Piper voice name (such as en_US-lessac-medium)"
+        )
+    if hub.offline:
+        raise ModelNotPresent(
+            f"cannot pull '{ref}': HF_HUB_OFFLINE is set, so no download is allowed; unset it (or copy the model "
+            f"into {hub.dir}, or pass a model directory)"
+        )
 
 
 def progress_bars(report: Progress, every_s: float = 0.25) -> type:

@@ -14,11 +14,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 from tqdm import tqdm
 
 from tests.unit.test_models import tiny_en_repo
+from voxlane.errors import VoxlaneError
 from voxlane.models import HubCache
 from voxlane.server.metrics import Metrics
 from voxlane.server.routes.system import router
@@ -50,16 +52,21 @@ def fake_download(chunk_pause_s: float = 0.3, fail: bool = False) -> Callable[..
     return download
 
 
+async def openai_error(_request: Request, exc: VoxlaneError) -> JSONResponse:
+    return JSONResponse(exc.to_json(), status_code=exc.status_code)  # as the app's one handler does
+
+
 class FilesPool:
     async def run(self, _pool: str, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
 
 
-def client(tmp_path: Path, download: Callable[..., str]) -> TestClient:
+def client(tmp_path: Path, download: Callable[..., str], offline: bool = False) -> TestClient:
     app = FastAPI()
     app.include_router(router)
+    app.add_exception_handler(VoxlaneError, openai_error)  # type: ignore[arg-type]
     app.state.voxlane = SimpleNamespace(
-        config=SimpleNamespace(hub=HubCache(tmp_path)),
+        config=SimpleNamespace(hub=HubCache(tmp_path, offline=offline)),
         executors=FilesPool(),
         metrics=Metrics(),
         download=download,
@@ -107,3 +114,9 @@ def test_a_pull_that_fails_midway_ends_the_stream_with_an_error_event(tmp_path: 
     last = events(r.text)[-1]
     assert last["type"] == "error"
     assert last["error"]["code"] == "pull_failed" and "connection reset" in last["error"]["message"]
+
+
+def test_a_streamed_pull_refused_offline_is_a_400_before_any_event(tmp_path: Path) -> None:
+    r = client(tmp_path, fake_download(0.0), offline=True).post(f"/v1/models/{REPO}?stream=true")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "model_not_pullable"
+    assert "HF_HUB_OFFLINE" in r.json()["error"]["message"]

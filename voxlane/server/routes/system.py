@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from voxlane.errors import InvalidRequest, ModelNotFound
-from voxlane.models import ModelNotPresent, progress_bars, pull, voice_repo_path
+from voxlane.models import ModelNotPresent, check_pullable, progress_bars, pull, voice_repo_path
 from voxlane.protocol import (
     Health,
     ModelCard,
@@ -107,6 +107,10 @@ async def pull_model(model_id: str, request: Request, stream: bool = False) -> R
     A client that hangs up does not stop the download."""
     state = get_state(request)
     if stream or "text/event-stream" in request.headers.get("accept", ""):
+        try:  # a refusal that needs no download is a 400 before the stream starts
+            check_pullable(model_id, state.config.hub)
+        except ModelNotPresent as exc:
+            raise InvalidRequest(str(exc), param="model", code="model_not_pullable") from None
         return event_stream(_pull_events(state, model_id), state.metrics, f"pull of {model_id}")
     await _pull(state, model_id, None)
     return JSONResponse(_pulled_card(state, model_id).model_dump())
