@@ -305,12 +305,40 @@ def resolve_voice(ref: str, hub: HubCache, work_dir: Path) -> VoiceFiles:
 # --- downloads (explicit only) --------------------------------------------------------------------
 
 
-def pull(ref: str, hub: HubCache, tqdm_class: type | None = None) -> str:
+Download = Callable[..., str]
+"""``huggingface_hub.snapshot_download``, or a stand-in taking its arguments (``repo_id``, ``cache_dir``,
+``tqdm_class``, ``allow_patterns``): tests pull with no network through one."""
+
+Progress = Callable[[int, "int | None"], None]
+"""Told the bytes of the model's files written so far and their total (None until known)."""
+
+
+def pull(ref: str, hub: HubCache, tqdm_class: type | None = None, download: Download | None = None) -> str:
     """Download ``ref`` into the Hugging Face cache (a Whisper repo id, or a Piper voice name from
     rhasspy/piper-voices) and return where it is. Raises ModelNotPresent for a reference that cannot be
-    downloaded, and when ``HF_HUB_OFFLINE`` forbids it."""
+    downloaded, and when ``HF_HUB_OFFLINE`` forbids it. ``tqdm_class`` shows the progress
+    (:func:`progress_bars` reports it to a function); ``download``: None downloads with huggingface_hub."""
+    check_pullable(ref, hub)
     in_repo = voice_repo_path(ref)
-    if in_repo is None and not _REPO_ID.match(ref):
+    if download is None:
+        from huggingface_hub import snapshot_download
+
+        download = snapshot_download
+    if in_repo is not None:
+        path = download(
+            PIPER_VOICES_REPO,
+            allow_patterns=[f"{in_repo}.onnx", f"{in_repo}.onnx.json"],
+            cache_dir=str(hub.dir),
+            tqdm_class=tqdm_class,
+        )
+        return str(Path(path) / f"{in_repo}.onnx")
+    return str(download(ref, cache_dir=str(hub.dir), tqdm_class=tqdm_class))
+
+
+def check_pullable(ref: str, hub: HubCache) -> None:
+    """ModelNotPresent, saying what to send instead, when ``pull`` would refuse ``ref`` before any download
+    (not a repo id nor a voice name, or ``HF_HUB_OFFLINE``). Reads nothing."""
+    if voice_repo_path(ref) is None and not _REPO_ID.match(ref):
         raise ModelNotPresent(
             f"'{ref}' cannot be pulled: send a Hugging Face repo id of a CTranslate2 Whisper model (such as "
             "Systran/faster-whisper-small) or a Piper voice name (such as en_US-lessac-medium)"
@@ -320,14 +348,39 @@ def pull(ref: str, hub: HubCache, tqdm_class: type | None = None) -> str:
             f"cannot pull '{ref}': HF_HUB_OFFLINE is set, so no download is allowed; unset it (or copy the model "
             f"into {hub.dir}, or pass a model directory)"
         )
-    from huggingface_hub import snapshot_download
 
-    if in_repo is not None:
-        path = snapshot_download(
-            PIPER_VOICES_REPO,
-            allow_patterns=[f"{in_repo}.onnx", f"{in_repo}.onnx.json"],
-            cache_dir=str(hub.dir),
-            tqdm_class=tqdm_class,
-        )
-        return str(Path(path) / f"{in_repo}.onnx")
-    return str(snapshot_download(ref, cache_dir=str(hub.dir), tqdm_class=tqdm_class))
+
+def progress_bars(report: Progress, every_s: float = 0.25) -> type:
+    """A tqdm class for ``pull`` that draws nothing and calls ``report(bytes_done, bytes_total)`` at most every
+    ``every_s`` seconds, and when a bar closes. huggingface_hub counts the bytes of the files it writes on one
+    bar; the bars it also opens for files (``unit`` "it") and for the network bytes of its Xet transfers
+    ("Downloading bytes", compressed) are not reported."""
+    import io
+    import time
+
+    from tqdm import tqdm
+
+    class _Reported(tqdm):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            kwargs.pop("name", None)
+            kwargs.update(file=io.StringIO(), disable=False, mininterval=every_s)
+            super().__init__(*args, **kwargs)
+            self._told_s = 0.0
+
+        def _counts(self) -> bool:
+            return self.unit == "B" and not str(self.desc).startswith("Downloading bytes")
+
+        def update(self, n: float | None = 1) -> bool | None:
+            shown = super().update(n)
+            now = time.monotonic()
+            if self._counts() and now - self._told_s >= every_s:
+                self._told_s = now
+                report(int(self.n), int(self.total) if self.total else None)
+            return shown
+
+        def close(self) -> None:
+            if self._counts() and not self.disable:
+                report(int(self.n), int(self.total) if self.total else None)
+            super().close()
+
+    return _Reported

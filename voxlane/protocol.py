@@ -188,6 +188,25 @@ class ModelCard(BaseModel):
     """Resident memory the engine grew by when it loaded this Whisper model (None: not loaded)."""
 
 
+class ModelPullProgress(BaseModel):
+    """An event of ``POST /v1/models/{id}?stream=true``: how much of the model's files is written."""
+
+    type: Literal["model.pull.progress"] = "model.pull.progress"
+    id: str
+    downloaded_bytes: int
+    total_bytes: int | None
+    """None until the hub has told the files' sizes."""
+
+
+class ModelPullDone(BaseModel):
+    """The last event of a pull that worked: where the model is, and its card."""
+
+    type: Literal["model.pull.done"] = "model.pull.done"
+    id: str
+    path: str
+    model: ModelCard
+
+
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]

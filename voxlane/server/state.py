@@ -8,7 +8,7 @@ from starlette.requests import Request
 
 from voxlane.config import ServerConfig
 from voxlane.engine.client import EngineClient
-from voxlane.models import WhisperModel
+from voxlane.models import Download, WhisperModel
 from voxlane.server.catalog import ModelCatalog
 from voxlane.server.executors import Executors
 from voxlane.server.metrics import Metrics
@@ -26,6 +26,8 @@ class AppState:
     realtime_sessions: int = 0
     """Live transcription WebSockets open now (bounded by --realtime-max-connections)."""
     catalog: ModelCatalog | None = None
+    download: Download | None = None
+    """What ``POST /v1/models/{id}`` downloads with: None is huggingface_hub (tests put a stand-in here)."""
 
     def __post_init__(self) -> None:
         if self.catalog is None:

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import AsyncGenerator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from voxlane.errors import InvalidRequest, ModelNotFound
-from voxlane.models import ModelNotPresent, pull, voice_repo_path
-from voxlane.protocol import Health, ModelCard, ModelKind, ModelList, error_responses
+from voxlane.models import ModelNotPresent, check_pullable, progress_bars, pull, voice_repo_path
+from voxlane.protocol import (
+    Health,
+    ModelCard,
+    ModelKind,
+    ModelList,
+    ModelPullDone,
+    ModelPullProgress,
+    error_responses,
+    sse_content,
+)
 from voxlane.server.drain import Drain
+from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 
 log = logging.getLogger(__name__)
@@ -77,22 +90,63 @@ async def get_model(model_id: str, request: Request) -> Response:
     return JSONResponse(card.model_dump())
 
 
-@router.post("/v1/models/{model_id:path}", response_model=ModelCard, responses=error_responses(400, 404))
-async def pull_model(model_id: str, request: Request) -> Response:
+@router.post(
+    "/v1/models/{model_id:path}",
+    response_model=ModelCard,
+    responses={
+        **error_responses(400, 404),
+        200: {"content": {"text/event-stream": sse_content(ModelPullProgress, ModelPullDone)}},
+    },
+)
+async def pull_model(model_id: str, request: Request, stream: bool = False) -> Response:
     """Download a model into the Hugging Face cache: a CTranslate2 Whisper repo id (Systran/faster-whisper-small)
     or a Piper voice name (en_US-lessac-medium, from rhasspy/piper-voices). It answers once the files are there
-    (the server's log shows the download); a transcription never downloads anything itself."""
+    with the model's card; with ``?stream=true`` (or ``Accept: text/event-stream``) it streams server-sent
+    events instead: ``model.pull.progress`` (bytes written and their total, at most 4 a second), then
+    ``model.pull.done`` with the card, or an ``error`` event. A transcription never downloads anything itself.
+    A client that hangs up does not stop the download."""
     state = get_state(request)
+    if stream or "text/event-stream" in request.headers.get("accept", ""):
+        try:  # a refusal that needs no download is a 400 before the stream starts
+            check_pullable(model_id, state.config.hub)
+        except ModelNotPresent as exc:
+            raise InvalidRequest(str(exc), param="model", code="model_not_pullable") from None
+        return event_stream(_pull_events(state, model_id), state.metrics, f"pull of {model_id}")
+    await _pull(state, model_id, None)
+    return JSONResponse(_pulled_card(state, model_id).model_dump())
+
+
+async def _pull(state: AppState, model_id: str, tqdm_class: type | None) -> str:
     began = time.monotonic()
     try:
-        path = await state.executors.run("files", pull, model_id, state.config.hub)
+        path = await state.executors.run("files", pull, model_id, state.config.hub, tqdm_class, state.download)
     except ModelNotPresent as exc:
         raise InvalidRequest(str(exc), param="model", code="model_not_pullable") from None
     except Exception as exc:  # the hub's own errors (network, a repo that does not exist)
         raise InvalidRequest(f"pulling '{model_id}' failed: {exc}", param="model", code="pull_failed") from None
     log.info("pulled %s into %s in %.1f s", model_id, path, time.monotonic() - began)
+    return path
+
+
+def _pulled_card(state: AppState, model_id: str) -> ModelCard:
     kind: ModelKind = "speech" if voice_repo_path(model_id) is not None else "transcription"
-    return JSONResponse(_card(state, model_id, kind, model_id).model_dump())
+    return _card(state, model_id, kind, model_id)
+
+
+async def _pull_events(state: AppState, model_id: str) -> AsyncGenerator[dict[str, Any], None]:
+    loop = asyncio.get_running_loop()
+    progress: asyncio.Queue[tuple[int, int | None] | None] = asyncio.Queue()
+
+    def report(done: int, total: int | None) -> None:  # on the files pool's thread (or a bar's __del__, later)
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(progress.put_nowait, (done, total))
+
+    task = asyncio.ensure_future(_pull(state, model_id, progress_bars(report)))
+    task.add_done_callback(lambda _task: progress.put_nowait(None))
+    while (item := await progress.get()) is not None:
+        yield ModelPullProgress(id=model_id, downloaded_bytes=item[0], total_bytes=item[1]).model_dump()
+    path = await task  # its InvalidRequest ends the stream with an error event
+    yield ModelPullDone(id=model_id, path=path, model=_pulled_card(state, model_id)).model_dump()
 
 
 def _card(state: AppState, model_id: str, kind: ModelKind, root: str) -> ModelCard:

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Cold load time and memory of each Whisper model (issue 30), as the engine reports them.
+
+For each model, a fresh ``voxlane serve --model OTHER --model-ttl-s 3`` (the other model is the default, so
+the measured one loads on demand, into an engine that already runs), one short request for the model, then
+the engine's log: ``loaded Whisper model ... in S s (+M MB resident)`` (the resident memory the engine grew
+by while it loaded) and, once the TTL has passed, ``unloaded ... N MB resident freed``. Models in A B B A
+order over ``--rounds`` rounds (the host's speed drifts).
+
+    .venv/bin/python benchmarks/model_load.py --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.asr_bench import DEFAULT_DATASET, VOXLANE, free_port, wait_ready  # noqa: E402
+
+LOADED = re.compile(r"loaded Whisper model (\S+) in ([\d.]+) s \(\+(\d+) MB resident\)")
+UNLOADED = re.compile(r"unloaded Whisper model (\S+) \(.*\): (-?\d+) MB resident freed")
+
+
+def measure(model: str, default: str, clip: Path, log_path: Path, ttl_s: float) -> tuple[float, int, int]:
+    """(load seconds, MB the engine grew by, MB an unload freed) of ``model`` in a server whose default is
+    ``default``."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [*VOXLANE, "serve", "--port", str(port), "--log-level", "info", "--model", default, "--model",
+             model, "--model-ttl-s", str(ttl_s)],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+        try:
+            if not wait_ready(base_url, server, 300):
+                raise SystemExit(f"the server did not become ready; see {log_path}")
+            for _ in range(10):
+                r = httpx.post(
+                    f"{base_url}/v1/audio/transcriptions",
+                    files={"file": clip.open("rb")},
+                    data={"model": model},
+                    timeout=120,
+                )
+                if r.status_code != 503:
+                    break
+                time.sleep(float(r.headers.get("retry-after", 1)))
+            r.raise_for_status()
+            deadline = time.monotonic() + ttl_s + 30
+            while time.monotonic() < deadline and not UNLOADED.search(log_path.read_text()):
+                time.sleep(0.5)
+        finally:
+            server.terminate()
+            server.wait(30)
+    text = log_path.read_text()
+    loaded, unloaded = LOADED.search(text), UNLOADED.search(text)
+    if loaded is None or unloaded is None:
+        raise SystemExit(f"no load or unload line in {log_path}")
+    return float(loaded.group(2)), int(loaded.group(3)), int(unloaded.group(2))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="whisper-tiny.en,whisper-base", help="two models, comma-separated")
+    parser.add_argument("--clip", default=str(DEFAULT_DATASET.parent / "audio" / "cmu_goforward.wav"))
+    parser.add_argument("--rounds", type=int, default=2, help="A B, then B A, ... (default 2)")
+    parser.add_argument("--ttl-s", type=float, default=3.0)
+    parser.add_argument("--result-dir", default="results/model-load")
+    args = parser.parse_args()
+    models = args.models.split(",")
+    result_dir = Path(args.result_dir)
+    result_dir.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list[tuple[float, int, int]]] = {m: [] for m in models}
+    for i in range(args.rounds):
+        for model in models if i % 2 == 0 else models[::-1]:
+            default = next(m for m in models if m != model)
+            print(f"{model} (default {default}) ...", file=sys.stderr)
+            log_path = result_dir / f"{i}-{model}.log"
+            runs[model].append(measure(model, default, Path(args.clip), log_path, args.ttl_s))
+    print(f"{'model':<18}{'cold load s':>22}{'+MB resident':>18}{'MB freed by unload':>22}")
+    for model, figures in runs.items():
+        loads = " ".join(f"{s:.2f}" for s, _, _ in figures)
+        grown = " ".join(str(mb) for _, mb, _ in figures)
+        freed = " ".join(str(mb) for _, _, mb in figures)
+        print(f"{model:<18}{loads:>22}{grown:>18}{freed:>22}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
