@@ -63,7 +63,10 @@ def main() -> int:
     parser.add_argument("--max-duration-s", type=float, default=10.0, help="only files this short")
     parser.add_argument("--clients", type=int, default=8, help="requests at once per model")
     parser.add_argument(
-        "--prompts", default="64,24", help="requests per model and run (alone; twice that together), comma-separated"
+        "--prompts",
+        default="192,48",
+        help="requests per model and run (alone; twice that together), comma-separated; fewer count the slower "
+        "model's completions in too few bursts (docs/models.md)",
     )
     parser.add_argument("--server-args", default="", help="extra flags for voxlane serve")
     parser.add_argument("--result-dir", default="results/two-models")
