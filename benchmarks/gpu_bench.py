@@ -200,6 +200,20 @@ def load(base_url: str, dataset: str, subset: list[str], level: int, n: int, res
     return r
 
 
+def gpu_name() -> str:
+    """nvidia-smi's name, driver and memory of the GPU, or "" on a machine without one."""
+    smi = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+    return subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else ""
+
+
+def save_summary(result_dir: Path, summary: dict[str, Any], pack: str) -> None:
+    """``summary.json`` in ``result_dir``; with ``pack``, the whole directory tarred to that file too (what
+    comes back from a device run whose command may be cut off)."""
+    (result_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    if pack:
+        subprocess.run(["tar", "czf", pack, "-C", str(result_dir.parent), result_dir.name], check=False)
+
+
 def guarded(summary: dict[str, Any], step: str, fn: Any, *args: Any) -> Any:
     """``fn(*args)``, or None with the error kept in the summary: one step failing leaves the others to run."""
     try:

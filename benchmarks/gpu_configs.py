@@ -19,14 +19,13 @@ import argparse
 import json
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from asr_bench import VOXLANE, run_json, serve_load_args
-from gpu_bench import GpuSampler, guarded, stop
+from gpu_bench import GpuSampler, gpu_name, guarded, save_summary, stop
 from gpu_frontend import start_both
 
 HERE = Path(__file__).resolve().parent
@@ -99,13 +98,10 @@ def main() -> int:
     result_dir = Path(args.result_dir).resolve()
     result_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"args": vars(args), "loads": {}}
-    smi = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
-    summary["gpu"] = subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else ""
+    summary["gpu"] = gpu_name()
 
     def save() -> None:
-        (result_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        if args.pack:
-            subprocess.run(["tar", "czf", args.pack, "-C", str(result_dir.parent), result_dir.name], check=False)
+        save_summary(result_dir, summary, args.pack)
 
     specs = dict(s.split("=", 1) for s in args.server)
     for name in specs:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from asr_bench import VOXLANE, free_port, run_json, serve_load_args, wait_ready
-from gpu_bench import GpuSampler, guarded, stop
+from gpu_bench import GpuSampler, gpu_name, guarded, save_summary, stop
 
 HERE = Path(__file__).resolve().parent
 LONG = ["--min-duration-s", "60"]
@@ -146,13 +146,10 @@ def main() -> int:
     result_dir = Path(args.result_dir).resolve()
     result_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"args": vars(args), "stages": {}}
-    smi = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
-    summary["gpu"] = subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else ""
+    summary["gpu"] = gpu_name()
 
     def save() -> None:
-        (result_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        if args.pack:
-            subprocess.run(["tar", "czf", args.pack, "-C", str(result_dir.parent), result_dir.name], check=False)
+        save_summary(result_dir, summary, args.pack)
 
     def stage(name: str, fn: Any, *fn_args: Any) -> Any:
         if time.monotonic() - t0 > args.budget_s:
