@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import Clip
 from tests.models.spy import ModelSpy
-from tests.wer import normalise
+from tests.wer import wer
 from voxlane.audio.decode import decode_audio
 from voxlane.audio.pipeline import window_features
 from voxlane.config import EngineConfig, default_model_path
@@ -53,4 +53,4 @@ def test_a_short_clip_encodes_its_own_frames_and_reads_the_same(runner, dev_set,
     n_frames = round(clip.duration_s * 100)
     assert abs(frames[0] - (n_frames + 500)) <= 1 and frames[0] < 3000
     assert lengths[0] < 448  # capped by the clip's length
-    assert normalise(short) == normalise(whole)
+    assert wer([whole], [short]) <= 0.25, (whole, short)
