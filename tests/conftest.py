@@ -286,6 +286,7 @@ def metric(metrics_text: str, sample: str, **labels: str) -> float:
 
 
 def stall_reports(metrics_text: str) -> dict[str, int]:
-    """From /metrics: event-loop stalls of --loop-stall-report-ms or more, by cause (host_paused, other)."""
+    """From /metrics: event-loop stalls of --loop-stall-report-ms or more, by cause (host_paused, cpu_wait,
+    other)."""
     name = "voxlane_event_loop_stall_reports_total"
-    return {cause: int(metric(metrics_text, name, cause=cause)) for cause in ("host_paused", "other")}
+    return {cause: int(metric(metrics_text, name, cause=cause)) for cause in ("host_paused", "cpu_wait", "other")}

@@ -29,7 +29,7 @@ async def _load_and_probe(base_url: str, audio: bytes, uploads: int, probe_s: fl
     async def upload() -> None:
         async with httpx.AsyncClient(timeout=300) as c:
             await c.post(
-                base_url + "/v1/audio/transcriptions", files={"file": ("long.wav", audio)}, data={"model": "whisper-1"}
+                base_url + "/v1/audio/transcriptions", files={"file": ("long.m4a", audio)}, data={"model": "whisper-1"}
             )
 
     tasks = [asyncio.create_task(upload()) for _ in range(uploads)]
@@ -50,7 +50,9 @@ async def _load_and_probe(base_url: str, audio: bytes, uploads: int, probe_s: fl
 
 
 def test_event_loop_never_stalls_under_16_long_uploads(server, dev_set: list[Clip]) -> None:
-    clip = next(c for c in dev_set if c.duration_s > 60)
+    # A compressed, 44.1 kHz stereo file: decoding and resampling it takes a core 0.1-0.2 s, which the loop
+    # would feel at once if that work ran on it.
+    clip = next(c for c in dev_set if c.duration_s > 60 and c.path.suffix == ".m4a")
     before = httpx.get(server.base_url + "/metrics").text
     latencies, statuses = asyncio.run(_load_and_probe(server.base_url, clip.path.read_bytes(), 16, probe_s=8.0))
     after = httpx.get(server.base_url + "/metrics").text
@@ -66,11 +68,13 @@ def test_event_loop_never_stalls_under_16_long_uploads(server, dev_set: list[Cli
         f"{stall_reports(after)}"
     )
     reports_before, reports_after = stall_reports(before), stall_reports(after)
-    host_paused = reports_after["host_paused"] - reports_before["host_paused"]
+    not_ours = sum(reports_after[c] - reports_before[c] for c in ("host_paused", "cpu_wait"))
     assert total_after - total_before > 500  # the monitor really ran through the load
-    # Stalls of 50 ms or more are allowed only when the hypervisor did not run the machine (steal time).
+    # Stalls of 50 ms or more are allowed only when the hypervisor did not run the machine (steal time), or
+    # the OS kept the loop thread waiting for a core (this test's client runs beside the server on 2 cores):
+    # not when the loop ran code of its own or waited for the GIL.
     assert reports_after["other"] == reports_before["other"], server.log()
-    assert stalls_over_limit <= host_paused, server.log()
+    assert stalls_over_limit <= not_ours, server.log()
     assert set(statuses) == {200}
 
     # The 16 clients left: their windows are aborted, not transcribed for nobody.

@@ -200,8 +200,10 @@ def test_event_loop_stays_responsive_under_16_streams(tmp_path: Path) -> None:
         # Unfrozen, a full collection of the startup heap alone held the GIL 80-90 ms on a busy host.
         assert frozen > 20_000
         # Every stall of 50 ms or more must be one the hypervisor caused by not running this machine (steal
-        # time, which no process can prevent); anything else is ours. The server's log says why.
+        # time, which no process can prevent) or the OS by keeping the loop thread waiting for a core (the
+        # test's clients share the 2 cores); anything else is ours. The server's log says why.
         assert reports["other"] == 0, "the server's stall reports:\n" + srv.log()
-        assert stall < 0.05 or reports["host_paused"] >= 1, "the server's stall reports:\n" + srv.log()
+        not_ours = reports["host_paused"] + reports["cpu_wait"]
+        assert stall < 0.05 or not_ours >= 1, "the server's stall reports:\n" + srv.log()
     finally:
         srv.stop()

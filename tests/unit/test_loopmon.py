@@ -109,6 +109,29 @@ def test_a_stall_while_the_hypervisor_held_the_cpus_is_counted_as_the_hosts(capl
     assert monitor.reports == {"host_paused": 1, "other": 1}
 
 
+def test_a_stall_the_loop_thread_spent_waiting_for_a_core_is_counted_apart(caplog) -> None:
+    """schedstat's second field: time the loop thread was runnable without a CPU. Half the stall or more is
+    the OS's doing (cpu_wait); less is counted with the loop's own stalls."""
+    monitor = LoopStallMonitor()
+    watchdog = LoopWatchdog(monitor, 0.05, threading.current_thread())
+
+    def snapshot(at: float, loop_wait: float) -> _CpuSnapshot:
+        return _CpuSnapshot(at, {"MainThread": 0.0}, [0] * 8, loop_wait)
+
+    watchdog._history.extend([snapshot(10.0, 1.0), snapshot(10.2, 1.06)])
+    with caplog.at_level(logging.WARNING, logger="voxlane.loop"):
+        watchdog._report(10.05, 10.15)  # 100 ms, 60 of them runnable without a CPU
+    assert monitor.reports == {"cpu_wait": 1}
+    assert "cause cpu_wait" in caplog.records[-1].message
+    assert "waited 60 ms for a CPU" in caplog.records[-1].message
+
+    watchdog._history.append(snapshot(10.4, 1.10))
+    watchdog._report(10.25, 10.35)  # 100 ms, 40 of them waiting: the loop (or the GIL) had the rest
+    assert monitor.reports == {"cpu_wait": 1, "other": 1}
+    text = page(monitor)
+    assert metric(text, "voxlane_event_loop_stall_reports_total", cause="cpu_wait") == 1
+
+
 def page(monitor: LoopStallMonitor | GcPauseMonitor) -> str:
     """The monitor's part of /metrics, as Prometheus reads it."""
     registry = CollectorRegistry()

@@ -43,6 +43,7 @@ log = logging.getLogger("voxlane.loop")
 
 STALL_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 HOST_PAUSE_SHARE = 0.5
+CAUSES = ("host_paused", "cpu_wait", "other")
 """A stall is the host's when the hypervisor stole at least this share of its length in CPU time."""
 
 
@@ -60,7 +61,7 @@ class LoopStallMonitor:
         self.pending: deque[tuple[float, float]] = deque(maxlen=64)
         """(start, end) of long stalls, for the watchdog to explain (deque appends are thread-safe)."""
         self.reports: Counter[str] = Counter()
-        """Explained stalls by cause: 'host_paused' or 'other'."""
+        """Explained stalls by cause: 'host_paused', 'cpu_wait' or 'other' (``LoopWatchdog``)."""
 
     async def run(self) -> None:
         self.last_beat = time.perf_counter()
@@ -94,10 +95,11 @@ class LoopStallMonitor:
         )
         reports = CounterMetricFamily(
             "voxlane_event_loop_stall_reports",
-            "Stalls of --loop-stall-report-ms or more, by cause (host_paused: the hypervisor took the CPUs).",
+            "Stalls of --loop-stall-report-ms or more, by cause (host_paused: the hypervisor took the CPUs; "
+            "cpu_wait: the loop thread was runnable but the OS gave the cores to other processes; other).",
             labels=["cause"],
         )
-        for cause in ("host_paused", "other"):
+        for cause in CAUSES:
             reports.add_metric([cause], self.reports[cause])
         yield reports
 
@@ -110,8 +112,11 @@ class LoopWatchdog:
     loop. While a stall lasts it also samples the loop thread's stack.
 
     A busy loop shows its own CPU and where; a loop starved by another thread holding the GIL shows who
-    had the CPU; a loop starved by the OS shows its wait for a CPU; a machine the hypervisor paused
-    shows steal time, and such a stall is counted as ``host_paused``.
+    had the CPU; a loop starved by the OS shows its wait for a CPU, and when that wait is at least half the
+    stall it is counted as ``cpu_wait`` (the loop thread was runnable, the cores ran other processes: on a
+    2-core machine, a client beside the server); a machine the hypervisor paused shows steal time, and
+    such a stall is counted as ``host_paused``. The rest, the loop's own code or a thread holding the GIL,
+    is ``other``.
     """
 
     def __init__(self, monitor: LoopStallMonitor, threshold_s: float, loop_thread: threading.Thread) -> None:
@@ -152,7 +157,13 @@ class LoopWatchdog:
         before = next((s for s in reversed(self._history) if s.at <= start), self._history[0])
         after = next(s for s in self._history if s.at >= end)
         stolen_s = after.stolen_s(before)
-        cause = "host_paused" if stolen_s is not None and stolen_s >= HOST_PAUSE_SHARE * (end - start) else "other"
+        waited_s = after.loop_waited_s(before)
+        if stolen_s is not None and stolen_s >= HOST_PAUSE_SHARE * (end - start):
+            cause = "host_paused"
+        elif waited_s is not None and waited_s >= HOST_PAUSE_SHARE * (end - start):
+            cause = "cpu_wait"
+        else:
+            cause = "other"
         self.monitor.reports[cause] += 1
         if self._stacks:
             where, seen = self._stacks.most_common(1)[0]
@@ -160,11 +171,12 @@ class LoopWatchdog:
         else:
             stack = "The loop thread's stack was not sampled (the watchdog did not run during the stall)."
         self._stacks.clear()
-        verdict = (
-            "The hypervisor did not run this machine's CPUs for most of it (steal time): cause host_paused."
-            if cause == "host_paused"
-            else "Cause: other."
-        )
+        verdict = {
+            "host_paused": "The hypervisor did not run this machine's CPUs for most of it (steal time): cause "
+            "host_paused.",
+            "cpu_wait": "The loop thread was runnable but without a CPU for most of it (the OS ran other "
+            "processes on the cores): cause cpu_wait.",
+        }.get(cause, "Cause: other.")
         log.warning(
             "event loop blocked for %.0f ms (report threshold %.0f ms). %s Over %.0f ms around it: %s. %s",
             (end - start) * 1000,
@@ -205,6 +217,12 @@ class _CpuSnapshot:
         if self.machine is None or earlier.machine is None:
             return None
         return (self.machine[7] - earlier.machine[7]) * self._TICK_S
+
+    def loop_waited_s(self, earlier: _CpuSnapshot) -> float | None:
+        """Seconds the loop thread spent runnable but without a CPU since ``earlier`` (schedstat)."""
+        if self.loop_wait is None or earlier.loop_wait is None:
+            return None
+        return self.loop_wait - earlier.loop_wait
 
     def since(self, earlier: _CpuSnapshot) -> str:
         used = sorted(
