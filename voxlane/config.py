@@ -184,17 +184,20 @@ class EngineConfig:
     )
     """runners/packing.py; docs/asr-engine.md, third round."""
     short_window_pad_s: float = setting(
-        0.0,
-        "seconds of silence after the audio of a window that ends sooner than 30 s; it is encoded on that much "
-        "instead of 30 s, and its decode capped by its length; 0 = every window takes 30 s",
+        5.0,
+        "seconds of silence after the audio of a window with at most 8 s of audio (a short request, the last "
+        "window of a long one): it is encoded on 8 s plus this much instead of 30 s, and its decode capped by "
+        "its length; 0 = every window takes 30 s (the default on a GPU)",
         minimum=0.0,
-        maximum=30.0,
+        maximum=22.0,
     )
-    """Whisper pads every window to 30 s: a 3 s clip pays for 30 s of encoder. 5 s, with --doubt-beam-size 5:
-    the dev set's files of 15 s or less at 16 clients RTFx 42.0-44.4 against 18.8-20.3, a lone 2.8 s clip
-    142-150 ms against 226-276 ms; but on 112 pieces of at most 12 s cut from the dev set's long files (1,768
-    words) 7.24% WER against 6.90% with 30 s windows and the same doubt beam (7.47% against 7.24% without
-    it), so it is not the default: accuracy is not traded for speed (docs/asr-engine.md)."""
+    """Whisper pads every window to 30 s: a 3 s clip pays for 30 s of encoder. Windows of at most 8 s
+    (runners/base.py SHORT_MAX_S) encoded on 13 s: at 16 clients the dev set's files of 15 s or less ran at
+    RTFx 36.1-36.4 against 18.3-19.0 before (15.6% WER against 19.0%), all its files at 65.7-71.0 against
+    56.2-57.7 (5.70% against 5.86%), a lone 2.8 s clip in 165-171 ms against 275-299 ms. Windows of up to 25
+    s encoded on their own length plus 5 s read worse (7.56% against 7.28% on 124 pieces), so they are not
+    (docs/asr-engine.md, fourth round). Not measured on a GPU, where it stays 0: there the decoder, not the
+    encoder, is the cost (docs/gpu.md)."""
     doubt_beam_size: int = setting(
         5,
         "beam size of a second decode of the windows (not live ones) whose first decode the model doubts (mean "
@@ -870,6 +873,7 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
         for name, gpu_default in (
             ("audio_preprocess_workers", max(1, CORES - 2)),
             ("audio_preprocess_pool", "process"),
+            ("short_window_pad_s", 0.0),  # measured on the CPU only
         ):
             if _source(_setting(name), args, environ) is None:
                 values[name] = gpu_default

@@ -1,5 +1,10 @@
-"""Short windows (``--short-window-pad-s``): a clip shorter than 30 s is encoded on its own frames plus the
-pad, not 30 s, its decode is capped by its length, and it reads as it does in a 30 s window."""
+"""Short windows (``--short-window-pad-s``): a clip of at most 8 s is encoded on 8 s plus the pad, not 30 s,
+its decode is capped by its length, and it reads about as it does in a 30 s window.
+
+"About": the two encodes differ, and int8 kernels differ from one CPU to another. On one CI host the short
+window (then the clip's own length plus the pad) read vctk_p225_020 as "... have informed" where the 30 s
+window read "... have been formed"; here both read the reference. A pad that is too short doubles the
+sentence (1 frame: WER 100% against the 30 s read); the bound lets one or two words differ and fails on that."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from voxlane.audio.decode import decode_audio
 from voxlane.audio.pipeline import window_features
 from voxlane.config import EngineConfig, default_model_path
 from voxlane.messages import TranscribeOptions, WindowRequest
-from voxlane.runners.base import WindowPass
+from voxlane.runners.base import SHORT_MAX_S, WindowPass
 from voxlane.runners.whisper import WhisperRunner
 
 
@@ -50,7 +55,6 @@ def test_a_short_clip_encodes_its_own_frames_and_reads_the_same(runner, dev_set,
     whole, frames, lengths = read(runner, clip, 0)
     assert frames == [3000] and lengths == [448]
     short, frames, lengths = read(runner, clip, 500)
-    n_frames = round(clip.duration_s * 100)
-    assert abs(frames[0] - (n_frames + 500)) <= 1 and frames[0] < 3000
+    assert frames == [round(SHORT_MAX_S * 100) + 500]  # 8 s and the pad, whatever the clip's own length
     assert lengths[0] < 448  # capped by the clip's length
     assert wer([whole], [short]) <= 0.25, (whole, short)

@@ -68,6 +68,13 @@ def test_silence_encodings_are_computed_once_per_floor_and_bounded() -> None:
 
 def test_a_packed_decode_with_too_few_words_for_its_audio_is_thin() -> None:
     assert packing.thin("", 2.0)  # read nothing
-    assert packing.thin("Blue was ready to go.", 10.4)  # 5 words of 10.4 s: the decode stopped early
+    assert packing.thin("", 2.0, 1.0)
+    # 5 words of 10.4 s, 6 s of it speech: the decode stopped early (the dev set read 20 words there)
+    assert packing.thin("Blue was ready to go.", 10.4, 6.0)
+    assert packing.thin("Blue was ready to go.", 10.4)  # no speech detection: all 10.4 s count
+    assert packing.thin("I want to do something good with it.", 11.7, 6.2)  # 8 words: 3 s of speech unread
     assert not packing.thin("Please call Stella.", 2.0)
-    assert not packing.thin("Blue was ready to go. How are you getting on with your bikes?", 10.4)
+    assert not packing.thin("Blue was ready to go. How are you getting on with your bikes?", 10.4, 6.0)
+    # Voice commands: few words in a clip with silence around them are whole
+    assert not packing.thin("Firefox.", 2.4, 1.3)
+    assert not packing.thin("Montreal, forced liner.", 4.8, 2.0)

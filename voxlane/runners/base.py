@@ -89,15 +89,24 @@ def is_packable(work: WindowPass, pack_frames: int) -> bool:
     )
 
 
+SHORT_MAX_S = 8.0
+"""Only windows with at most this much audio are encoded short. On the dev set's 124 pieces of at most 12 s
+(1,826 words, each decoded alone, doubt beam 5), short windows of 5 s of pad read 7.23% WER up to 8 s against
+7.28% with 30 s windows, and 7.56% when windows of 10 s or 25 s were encoded short too (docs/asr-engine.md,
+fourth round)."""
+
+
 def is_short(work: WindowPass, pad_frames: int) -> bool:
     """Whether a window is encoded on its own frames plus ``pad_frames`` of silence instead of all 30 s
     (``--short-window-pad-s``): the first pass of a transcription's window (not live work, whose partials
     come cut already and whose finals read on from a forced context, not measured this way yet; nor a
-    continuation) whose audio and pad fit in fewer frames than its features hold."""
+    continuation) with at most SHORT_MAX_S of audio, whose audio and pad fit in fewer frames than its
+    features hold."""
     return (
         pad_frames > 0
         and work.msg.deadline_s is None
         and work.passes == 0
+        and work.msg.n_frames <= SHORT_MAX_S * FRAMES_PER_SECOND
         and work.msg.n_frames + pad_frames < work.features.shape[1]
     )
 

@@ -35,14 +35,27 @@ SILENCE_CACHE = 16
 
 
 THIN_WORDS_PER_S = 1.0
-"""A packed decode with fewer words than this per second of the window's audio is decoded again unpacked:
-without timestamps, Whisper sometimes ends its text early or reads nothing (docs/asr-engine.md, third round);
-speech runs at 2-3 words a second."""
+"""A packed decode with fewer words than this per second of the window's audio may have stopped early."""
+WORDS_PER_SPEECH_S = 2.5
+"""Words a second of speech holds, at least: speech runs at 2-3 words a second."""
+UNREAD_SPEECH_S = 1.0
+"""Seconds of speech (voice activity detection's) a packed decode may leave unread before it is decoded again."""
 
 
-def thin(text: str, duration_s: float) -> bool:
-    """Whether a packed window's text is too short for its audio (THIN_WORDS_PER_S)."""
-    return len(text.split()) < THIN_WORDS_PER_S * duration_s
+def thin(text: str, duration_s: float, speech_s: float | None = None) -> bool:
+    """Whether a packed window's text is too short for its audio, so that it is decoded again unpacked:
+    without timestamps, Whisper sometimes ends its text early ("Blue was ready to go." for 20 words in 10.4 s)
+    or reads nothing (docs/asr-engine.md). Thin: no words; or fewer than THIN_WORDS_PER_S a second of the
+    window, with UNREAD_SPEECH_S or more of its speech (``speech_s``; the whole window when unknown) left
+    over at WORDS_PER_SPEECH_S. A voice command ("Firefox." in 2.4 s, 1.3 s of it speech) is not thin: the
+    words-per-second rule alone sent nearly every short clip back for a second encoder pass."""
+    words = len(text.split())
+    if words == 0:
+        return True
+    if words >= THIN_WORDS_PER_S * duration_s:
+        return False
+    speech = duration_s if speech_s is None else speech_s
+    return speech - words / WORDS_PER_SPEECH_S >= UNREAD_SPEECH_S
 
 
 def plan(n_frames: Sequence[int], limit: int = PACK_FRAMES, gap: int = GAP_FRAMES) -> list[list[int]]:
