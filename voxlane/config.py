@@ -193,8 +193,9 @@ class EngineConfig:
     )
     """Whisper pads every window to 30 s: a 3 s clip pays for 30 s of encoder. Windows of at most 8 s
     (runners/base.py SHORT_MAX_S) encoded on 13 s: at 16 clients the dev set's files of 15 s or less ran at
-    RTFx 36.1-36.4 against 18.3-19.0 before (15.6% WER against 19.0%), all its files at 65.7-71.0 against
-    56.2-57.7 (5.70% against 5.86%), a lone 2.8 s clip in 165-171 ms against 275-299 ms. Windows of up to 25
+    RTFx 37.7-40.6 against 20.7-22.0 before the ASR engine issue (15.6% WER against 19.0%), all its files at
+    70.7-77.1 against 61.4-69.6 with 30 s windows (5.70% against 5.86%), a lone 2.8 s clip in 184-205 ms
+    against 291-300 ms. Windows of up to 25
     s encoded on their own length plus 5 s read worse (7.56% against 7.28% on 124 pieces), so they are not
     (docs/asr-engine.md, fourth round). Not measured on a GPU, where it stays 0: there the decoder, not the
     encoder, is the cost (docs/gpu.md)."""
