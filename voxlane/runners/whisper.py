@@ -264,9 +264,7 @@ class WhisperRunner:
 
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
         # Live partials come cut to their audio, short windows are cut here: every row is padded to the widest.
-        widths = [
-            self.short_frames(w) if is_short(w, self.short_pad_frames) else w.features.shape[1] for w in batch
-        ]
+        widths = [self.short_frames(w) if is_short(w, self.short_pad_frames) else w.features.shape[1] for w in batch]
         width = max(widths)
         features = np.stack(
             [
