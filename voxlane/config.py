@@ -178,11 +178,12 @@ class EngineConfig:
     pack_short_s: float = setting(
         0.0,
         "windows whose audio lasts at most this many seconds (short requests, the last window of a long one) "
-        "share encoder passes when several are batched, each decoded on its own; 0 = off",
+        "share encoder passes when several are batched, each decoded on its own (not windows encoded short: "
+        "--short-window-pad-s); 0 = off",
         minimum=0.0,
         maximum=14.0,
     )
-    """runners/packing.py; docs/asr-engine.md, third round."""
+    """runners/packing.py; docs/asr-engine.md, third and fourth rounds."""
     short_window_pad_s: float = setting(
         5.0,
         "seconds of silence after the audio of a window with at most 8 s of audio (a short request, the last "

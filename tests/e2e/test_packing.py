@@ -28,10 +28,12 @@ OWN = {
 
 @pytest.fixture(scope="module")
 def packing_server() -> Iterator[ServerProcess]:
-    # One worker and a batch that waits up to 2 s to fill: requests sent together are batched together.
+    # One worker and a batch that waits up to 2 s to fill: requests sent together are batched together. Packing
+    # shares 30 s windows: with short windows on (the default), clips of 8 s or less would be encoded short.
     with running_server(
-        "--pack-short-s", "12", "--max-batch-size", "16", "--max-batch-wait-ms", "2000", "--engine-workers", "1"
-    ) as srv:
+        "--pack-short-s", "12", "--short-window-pad-s", "0",
+        "--max-batch-size", "16", "--max-batch-wait-ms", "2000", "--engine-workers", "1",
+    ) as srv:  # fmt: skip
         yield srv
 
 
