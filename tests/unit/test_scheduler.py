@@ -94,16 +94,16 @@ def short_window(request_id: str, arrival_s: float, n_frames: int) -> WindowWork
 
 
 def test_short_windows_batch_apart_from_30_s_windows() -> None:
-    """With --short-window-pad-s, a window whose audio and pad fit in fewer than 3000 frames is encoded on
-    those frames alone; beside a 30 s window it would be padded to 30 s again, so it waits for its own batch."""
+    """With --short-window-pad-s, a window with at most 8 s of audio is encoded on 8 s and the pad; beside a
+    30 s window it would be padded to 30 s again, so it waits for its own batch."""
     s = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0, short_pad_frames=500)
-    s.add(short_window("short-a", 0.0, 800), now=0.0)
+    s.add(short_window("short-a", 0.0, 300), now=0.0)
     s.add(window("long", 0, 1, 0.1), now=0.1)
-    s.add(short_window("short-b", 0.2, 2400), now=0.2)
-    s.add(short_window("nearly-30s", 0.3, 2600), now=0.3)  # 2600 + 500 frames: not short
+    s.add(short_window("short-b", 0.2, 800), now=0.2)
+    s.add(short_window("9s", 0.3, 900), now=0.3)  # more than 8 s of audio: a 30 s window
     assert ids(s.next_batch(now=1.0)) == [("short-a", 0), ("short-b", 0)]
-    assert ids(s.next_batch(now=1.0)) == [("long", 0), ("nearly-30s", 0)]
+    assert ids(s.next_batch(now=1.0)) == [("long", 0), ("9s", 0)]
     plain = AsrScheduler(max_batch_size=4, max_batch_wait_s=0.0)  # the setting off: one batch
-    for w in (short_window("short-a", 0.0, 800), window("long", 0, 1, 0.1)):
+    for w in (short_window("short-a", 0.0, 300), window("long", 0, 1, 0.1)):
         plain.add(w, now=w.arrival_s)
     assert ids(plain.next_batch(now=1.0)) == [("short-a", 0), ("long", 0)]

@@ -97,14 +97,17 @@ fourth round)."""
 
 
 def is_short(work: WindowPass, pad_frames: int) -> bool:
-    """Whether a window is encoded on its own frames plus ``pad_frames`` of silence instead of all 30 s
-    (``--short-window-pad-s``): the first pass of a transcription's window (not live work, whose partials
-    come cut already and whose finals read on from a forced context, not measured this way yet; nor a
-    continuation) with at most SHORT_MAX_S of audio, whose audio and pad fit in fewer frames than its
-    features hold."""
+    """Whether a window is encoded on SHORT_MAX_S plus ``pad_frames`` of silence instead of all 30 s
+    (``--short-window-pad-s``): the first pass of a transcription's window with at most SHORT_MAX_S of audio
+    (not live work: a partial comes cut already, and a turn's final encoded short looped where its 30 s
+    window did not, "This is all very whisper-da-da-da..." at beam 3; nor a continuation), without a
+    prompt (short windows were measured without: with the prompt "Montreal Forced Aligner" the 7 s clip
+    tests/e2e/test_openai_compat.py reads read "Montreal Forest Aligner."), whose audio and pad fit in fewer
+    frames than its features hold."""
     return (
         pad_frames > 0
         and work.msg.deadline_s is None
+        and not work.msg.options.prompt
         and work.passes == 0
         and work.msg.n_frames <= SHORT_MAX_S * FRAMES_PER_SECOND
         and work.msg.n_frames + pad_frames < work.features.shape[1]
