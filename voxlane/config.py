@@ -196,10 +196,9 @@ class EngineConfig:
     (runners/base.py SHORT_MAX_S) encoded on 13 s: at 16 clients the dev set's files of 15 s or less ran at
     RTFx 37.7-40.6 against 20.7-22.0 before the ASR engine issue (15.6% WER against 19.0%), all its files at
     70.7-77.1 against 61.4-69.6 with 30 s windows (5.70% against 5.86%), a lone 2.8 s clip in 184-205 ms
-    against 291-300 ms. Windows of up to 25
-    s encoded on their own length plus 5 s read worse (7.56% against 7.28% on 124 pieces), so they are not
-    (docs/asr-engine.md, fourth round). Not measured on a GPU, where it stays 0: there the decoder, not the
-    encoder, is the cost (docs/gpu.md)."""
+    against 291-300 ms. Windows of up to 25 s encoded on their own length plus 5 s read worse (7.56% against
+    7.28% on 124 pieces), so they are not (docs/asr-engine.md, fourth round). Not measured on a GPU, where it
+    stays 0: there the decoder, not the encoder, is the cost (docs/gpu.md)."""
     doubt_beam_size: int = setting(
         5,
         "beam size of a second decode of the windows (not live ones) whose first decode the model doubts (mean "

@@ -102,7 +102,7 @@ def is_short(work: WindowPass, pad_frames: int) -> bool:
     (not live work: a partial comes cut already, and a turn's final encoded short looped where its 30 s
     window did not, "This is all very whisper-da-da-da..." at beam 3; nor a continuation), without a
     prompt (short windows were measured without: with the prompt "Montreal Forced Aligner" the 7 s clip
-    tests/e2e/test_openai_compat.py reads read "Montreal Forest Aligner."), whose audio and pad fit in fewer
+    of tests/e2e/test_openai_compat.py read "Montreal Forest Aligner."), whose audio and pad fit in fewer
     frames than its features hold."""
     return (
         pad_frames > 0

@@ -730,17 +730,16 @@ def _repeats(text: str) -> bool:
 def speech_after(msg: WindowRequest, start_s: float) -> bool:
     """Whether voice activity detection found at least MIN_SPEECH_AFTER_S of speech in the window after
     ``start_s`` (seconds into it); True when it did not run."""
-    if msg.speech is None:
-        return True
-    start, end = msg.offset_s + start_s, msg.offset_s + msg.duration_s
-    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in msg.speech) >= MIN_SPEECH_AFTER_S
+    speech = speech_seconds(msg, start_s)
+    return speech is None or speech >= MIN_SPEECH_AFTER_S
 
 
-def speech_seconds(msg: WindowRequest) -> float | None:
-    """Seconds of speech voice activity detection found in the window; None when it did not run."""
+def speech_seconds(msg: WindowRequest, start_s: float = 0.0) -> float | None:
+    """Seconds of speech voice activity detection found in the window after ``start_s`` (seconds into it);
+    None when it did not run."""
     if msg.speech is None:
         return None
-    start, end = msg.offset_s, msg.offset_s + msg.duration_s
+    start, end = msg.offset_s + start_s, msg.offset_s + msg.duration_s
     return sum(max(0.0, min(end, b) - max(start, a)) for a, b in msg.speech)
 
 

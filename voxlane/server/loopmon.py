@@ -43,8 +43,10 @@ log = logging.getLogger("voxlane.loop")
 
 STALL_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 HOST_PAUSE_SHARE = 0.5
+"""A stall is the host's when the hypervisor stole at least this share of its length in CPU time (and the
+OS's, cpu_wait, when the loop thread waited for a CPU that long)."""
 CAUSES = ("host_paused", "cpu_wait", "other")
-"""A stall is the host's when the hypervisor stole at least this share of its length in CPU time."""
+"""What ``LoopWatchdog`` counts a stall as (``voxlane_event_loop_stall_reports_total{cause}``)."""
 
 
 class LoopStallMonitor:
@@ -231,9 +233,10 @@ class _CpuSnapshot:
         text = "this process's threads used " + (
             ", ".join(f"{name} {cpu * 1000:.0f} ms" for name, cpu in used[:5] if cpu >= 0.0005) or "no CPU"
         )
-        if self.loop_wait is not None and earlier.loop_wait is not None:
+        waited_s = self.loop_waited_s(earlier)
+        if waited_s is not None:
             text += (
-                f"; the loop thread waited {(self.loop_wait - earlier.loop_wait) * 1000:.0f} ms for a CPU "
+                f"; the loop thread waited {waited_s * 1000:.0f} ms for a CPU "
                 "while runnable (the rest of its time off CPU it slept: in select, or waiting for the GIL)"
             )
         if self.machine is not None and earlier.machine is not None:
