@@ -199,6 +199,17 @@ class EngineConfig:
     against 291-300 ms. Windows of up to 25 s encoded on their own length plus 5 s read worse (7.56% against
     7.28% on 124 pieces), so they are not (docs/asr-engine.md, fourth round). Not measured on a GPU, where it
     stays 0: there the decoder, not the encoder, is the cost (docs/gpu.md)."""
+    short_final_pad_s: float = setting(
+        10.0,
+        "the same for a live turn's final (/v1/realtime) with at most 8 s of audio, its context included: "
+        "encoded on 8 s plus this much instead of 30 s, and decoded again on 30 s where the short read loops; "
+        "0 = every final takes 30 s (the default on a GPU)",
+        minimum=0.0,
+        maximum=22.0,
+    )
+    """A final's context (forced words) makes it loop more often than a batch window on a short encoding: of 30
+    finals of at most 8 s recorded from `voxlane bench realtime`, 8 looped at 5 s of pad and 1 at 10 s, and at
+    10 s every final read as on 30 s, in 44% of the time (docs/asr-engine.md, fifth round)."""
     doubt_beam_size: int = setting(
         5,
         "beam size of a second decode of the windows (not live ones) whose first decode the model doubts (mean "
@@ -875,6 +886,7 @@ def serve_config_from_args(args: argparse.Namespace, environ: Mapping[str, str])
             ("audio_preprocess_workers", max(1, CORES - 2)),
             ("audio_preprocess_pool", "process"),
             ("short_window_pad_s", 0.0),  # measured on the CPU only
+            ("short_final_pad_s", 0.0),
         ):
             if _source(_setting(name), args, environ) is None:
                 values[name] = gpu_default

@@ -1,5 +1,6 @@
-"""Which windows are encoded short (``--short-window-pad-s``): the first pass of a transcription's window with
-at most SHORT_MAX_S of audio and no prompt; never live work or a continuation; nothing when the pad is 0."""
+"""Which windows are encoded short (``--short-window-pad-s``, and ``--short-final-pad-s`` for a live turn's
+final): the first pass of a window with at most SHORT_MAX_S of audio and no prompt; never a live partial, a
+continuation or a final the runner reads again on 30 s; nothing when the pad is 0."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from voxlane.messages import TranscribeOptions, WindowRequest
 from voxlane.runners.base import SHORT_MAX_S, WindowPass, is_short
 
 PAD = 500
+FINAL_PAD = 1000
 
 
 def window(seconds: float, deadline_s: float | None = None, partial: bool = False) -> WindowPass:
@@ -28,9 +30,15 @@ def test_windows_of_at_most_8_s_are_short() -> None:
     assert not is_short(window(29.0), PAD)
 
 
-def test_live_work_is_never_short() -> None:
-    assert not is_short(window(3.0, deadline_s=0.1), PAD)  # a turn's final: it looped when encoded short
-    assert not is_short(window(3.0, deadline_s=0.5, partial=True), PAD)  # cut to its audio already
+def test_a_live_final_is_short_with_its_own_pad_and_a_partial_never() -> None:
+    final = window(3.0, deadline_s=0.1)
+    assert is_short(final, PAD, FINAL_PAD)
+    assert not is_short(final, PAD, 0)  # --short-final-pad-s 0: finals take 30 s
+    assert not is_short(window(3.0), 0, FINAL_PAD)  # and the finals' pad is not the batch windows'
+    assert not is_short(window(8.1, deadline_s=0.1), PAD, FINAL_PAD)  # the context counts in the 8 s
+    final.whole = True  # the runner reads it again on 30 s: its short read looped
+    assert not is_short(final, PAD, FINAL_PAD)
+    assert not is_short(window(3.0, deadline_s=0.5, partial=True), PAD, FINAL_PAD)  # cut to its audio already
 
 
 def test_no_short_windows_without_a_pad_nor_for_continuations_or_prompts() -> None:

@@ -41,6 +41,9 @@ class WindowPass:
     packed: bool = field(default=False, init=False)
     """Set by the runner for the decode under way: the window shared an encoder pass with other windows
     (runners/packing.py) and is decoded without timestamp tokens."""
+    whole: bool = field(default=False, init=False)
+    """Set by the runner: a live final whose short encoding read a loop is decoded again on all 30 s
+    (``is_short`` is then False)."""
 
     @property
     def request_id(self) -> str:
@@ -96,21 +99,23 @@ SHORT_MAX_S = 8.0
 fourth round)."""
 
 
-def is_short(work: WindowPass, pad_frames: int) -> bool:
+def is_short(work: WindowPass, pad_frames: int, final_pad_frames: int = 0) -> bool:
     """Whether a window is encoded on SHORT_MAX_S plus ``pad_frames`` of silence instead of all 30 s
-    (``--short-window-pad-s``): the first pass of a transcription's window with at most SHORT_MAX_S of audio
-    (not live work: a partial comes cut already, and a turn's final encoded short looped where its 30 s
-    window did not, "This is all very whisper-da-da-da..." at beam 3; nor a continuation), without a
-    prompt (short windows were measured without: with the prompt "Montreal Forced Aligner" the 7 s clip
-    of tests/e2e/test_openai_compat.py read "Montreal Forest Aligner."), whose audio and pad fit in fewer
-    frames than its features hold."""
+    (``--short-window-pad-s``; ``final_pad_frames`` for a live turn's final, ``--short-final-pad-s``): the
+    first pass of a window with at most SHORT_MAX_S of audio (a final's with its context; not a live partial,
+    which comes cut already, nor a continuation, nor a final the runner decodes again on 30 s because its
+    short read looped: ``WindowPass.whole``), without a prompt (short windows were measured without: with the
+    prompt "Montreal Forced Aligner" the 7 s clip of tests/e2e/test_openai_compat.py read "Montreal Forest
+    Aligner."), whose audio and pad fit in fewer frames than its features hold."""
+    pad = final_pad_frames if work.msg.deadline_s is not None else pad_frames
     return (
-        pad_frames > 0
-        and work.msg.deadline_s is None
+        pad > 0
+        and not work.msg.partial
+        and not work.whole
         and not work.msg.options.prompt
         and work.passes == 0
         and work.msg.n_frames <= SHORT_MAX_S * FRAMES_PER_SECOND
-        and work.msg.n_frames + pad_frames < work.features.shape[1]
+        and work.msg.n_frames + pad < work.features.shape[1]
     )
 
 

@@ -53,6 +53,8 @@ PARTIAL_TOKENS_PER_S = 8
 SHORT_TOKENS_PER_S = 12
 """Most tokens a short window (``--short-window-pad-s``) may decode per second of its audio: words, and the
 timestamps around its segments; past that, Whisper repeats itself in the silence after the audio."""
+CONTEXT_CHECK_WORDS = 8
+"""A live final read short loops if its text repeats the last this many words of its forced context."""
 SHORT_TAIL_S = 0.3
 """A short window's segments that start this close to the end of its audio, or later, are dropped: what
 Whisper reads in the silence after the audio (a repeat of the last sentence), as for live partials."""
@@ -127,6 +129,7 @@ class WhisperRunner:
         doubt_log_prob: float = -0.5,
         short_pad_frames: int = 0,
         pack_frames: int = 0,
+        short_final_pad_frames: int = 0,
     ) -> None:
         self.model = model
         """Encodes the features."""
@@ -143,6 +146,8 @@ class WhisperRunner:
         self.doubt_log_prob = doubt_log_prob
         self.short_pad_frames = short_pad_frames
         """Frames of silence after a short window's audio (``is_short``); 0: every window is 30 s."""
+        self.short_final_pad_frames = short_final_pad_frames
+        """The same for a live turn's final (``--short-final-pad-s``); 0: every final is 30 s."""
         self.pack_frames = pack_frames
         """Windows with at most this many frames of audio may share an encoder pass (runners/packing.py); 0:
         none do. On a GPU the pack's output is spliced in host memory (1.1 MB a window for tiny.en) and goes
@@ -187,6 +192,7 @@ class WhisperRunner:
             config.doubt_log_prob,
             round(config.short_window_pad_s * FRAMES_PER_SECOND),
             round(config.pack_short_s * FRAMES_PER_SECOND),
+            round(config.short_final_pad_s * FRAMES_PER_SECOND),
         )
         if config.device == "cuda":
             runner.warm_up(config.max_batch_size, config.warm_up_beam_sizes)
@@ -255,16 +261,20 @@ class WhisperRunner:
 
     # --- the batch -------------------------------------------------------------------------------
 
+    def is_short(self, work: WindowPass) -> bool:
+        return is_short(work, self.short_pad_frames, self.short_final_pad_frames)
+
     def short_frames(self, work: WindowPass) -> int:
         """Frames a short window (``is_short``) is encoded on: SHORT_MAX_S of audio and the pad, whatever its
         own length, so that its encoding never depends on the windows batched with it (each padded to its
         own length plus the pad, batches padded them to their widest: the dev set read 5.91-6.11% at 16
         clients, against 5.70% in every run this way; docs/asr-engine.md, fourth round)."""
-        return round(SHORT_MAX_S * FRAMES_PER_SECOND) + self.short_pad_frames
+        live = work.msg.deadline_s is not None
+        return round(SHORT_MAX_S * FRAMES_PER_SECOND) + (self.short_final_pad_frames if live else self.short_pad_frames)
 
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
         # Live partials come cut to their audio, short windows are cut here: every row is padded to the widest.
-        widths = [self.short_frames(w) if is_short(w, self.short_pad_frames) else w.features.shape[1] for w in batch]
+        widths = [self.short_frames(w) if self.is_short(w) else w.features.shape[1] for w in batch]
         width = max(widths)
         features = np.stack(
             [
@@ -315,9 +325,25 @@ class WhisperRunner:
         for i, again in zip(thin, retried if thin else []):
             again.result.unpacked_retry = True
             outputs[i] = again
+        loops = [
+            i
+            for i, (w, o, d) in enumerate(zip(batch, outputs, decoded))
+            if self._short_final_loops(w, o.result.segments, d)
+        ]
+        if loops:
+            # A live final read short that loops: decode it again on all 30 s, as before short windows.
+            for i in loops:
+                batch[i].whole = True
+            whole = self._run([batch[i] for i in loops], np.stack([batch[i].features for i in loops]), encoder, False)
+            for i, again in zip(loops, whole):
+                text = "".join(s.text for s in outputs[i].result.segments)
+                log.debug("a live final read short looped (%r): read on 30 s", text[:80])
+                outputs[i] = again
         results = [o.result for o in outputs]
         aligned = [
-            i for i, w in enumerate(batch) if (w.options.word_timestamps or w.options.logprobs) and results[i].segments
+            i
+            for i, w in enumerate(batch)
+            if (w.options.word_timestamps or w.options.logprobs) and results[i].segments and i not in loops
         ]
         if aligned:
             self._align(
@@ -387,7 +413,12 @@ class WhisperRunner:
             return best
         self._second_opinion(best, encoded, prompts, languages, batch)
         # A live partial is decoded once: the next one replaces its text within a second (messages.py).
-        pending = [i for i, d in enumerate(best) if d.needs_fallback and not batch[i].msg.partial]
+        # A live final read short is decoded again on 30 s instead (``_short_final_loops``).
+        pending = [
+            i
+            for i, d in enumerate(best)
+            if d.needs_fallback and not batch[i].msg.partial and not self._short_final(batch[i])
+        ]
         for fallback in FALLBACK_TEMPERATURES:
             if not pending:
                 break
@@ -407,6 +438,20 @@ class WhisperRunner:
                     still.append(i)
             pending = still
         return best
+
+    def _short_final(self, work: WindowPass) -> bool:
+        return work.msg.deadline_s is not None and self.is_short(work)
+
+    def _short_final_loops(self, work: WindowPass, segments: Sequence[Segment], decoded: _Decoded) -> bool:
+        """Whether a live final read on a short window went wrong: it ran to its token cap (a loop cut short
+        is too short for the compression ratio to tell: "This is all very whisper-da-da-da-...", 2.17), or
+        ``short_read_loops``. It is then decoded again on all 30 s, where these turns read right."""
+        if not self._short_final(work) or not segments:
+            return False
+        if len(decoded.tokens) >= short_token_cap(work.msg.duration_s) - 1:
+            return True
+        text = " ".join(s.text.strip() for s in segments)
+        return short_read_loops(text, segments[0].avg_logprob, work.options.prefix)
 
     def doubts(self, decoded: _Decoded, work: WindowPass) -> bool:
         """Whether a first decode at temperature 0 deserves a second, wider one (``doubt_beam_size``): its
@@ -491,8 +536,8 @@ class WhisperRunner:
             # A partial's few seconds hold a few words: a decode that loops (more likely on features cut
             # to the audio) stops early instead of running to 448 tokens.
             max_length = min(MAX_LENGTH, len(prompts[0]) + PARTIAL_TOKENS_PER_S * math.ceil(longest_s) + 8)
-        elif all(is_short(w, self.short_pad_frames) or w.packed for w in batch):
-            max_length = min(MAX_LENGTH, len(prompts[0]) + SHORT_TOKENS_PER_S * math.ceil(longest_s) + 8)
+        elif all(self.is_short(w) or w.packed for w in batch):
+            max_length = min(MAX_LENGTH, len(prompts[0]) + short_token_cap(longest_s))
         outputs = self.decoder.generate(
             encoded,
             prompts,
@@ -553,7 +598,7 @@ class WhisperRunner:
                 if len(stamps) < 2:
                     end = duration
                 pieces.append((start, end, body))
-        if is_short(work, self.short_pad_frames):
+        if self.is_short(work):
             pieces = [p for p in pieces if p[0] < duration - SHORT_TAIL_S]
         segments = []
         for start, end, body in pieces:
@@ -720,6 +765,25 @@ def _token_bytes(tokenizer: tokenizers.Tokenizer, token: int) -> bytes:
     piece = tokenizer.id_to_token(token) or ""
     table = _byte_of_char()
     return bytes(table[c] for c in piece if c in table)
+
+
+def short_read_loops(text: str, avg_logprob: float, context: str | None = None) -> bool:
+    """Whether a short window's read went wrong the way short reads of live finals do: the text loops
+    ("Montreal, Montreal, Montreal, ...", "whisper-da-da-da"), or says its forced ``context`` again
+    ("Montreal, forced." after the context "Montreal, forced."), or the decoder doubts it as the temperature
+    fallback would (compression ratio over 2.4, mean log-probability under -1)."""
+    tail = (context or "").replace("-", " ").split()[-CONTEXT_CHECK_WORDS:]
+    words = text.replace("-", " ").split()  # "whisper-da-da-da" loops inside a word
+    return (
+        compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD
+        or avg_logprob < LOG_PROB_THRESHOLD
+        or (len(cut_repeats([*tail, *words])) < len(tail) + len(words) and len(cut_repeats(tail)) == len(tail))
+    )
+
+
+def short_token_cap(duration_s: float) -> int:
+    """Most tokens a short or packed window decodes past its prompt (SHORT_TOKENS_PER_S)."""
+    return SHORT_TOKENS_PER_S * math.ceil(duration_s) + 8
 
 
 def _repeats(text: str) -> bool:
