@@ -201,9 +201,9 @@ class EngineConfig:
     stays 0: there the decoder, not the encoder, is the cost (docs/gpu.md)."""
     short_final_pad_s: float = setting(
         10.0,
-        "the same for a live turn's final (/v1/realtime) with at most 8 s of audio, its context included: "
-        "encoded on 8 s plus this much instead of 30 s, and decoded again on 30 s where the short read loops; "
-        "0 = every final takes 30 s (the default on a GPU)",
+        "seconds of silence after the audio of a live turn's final (/v1/realtime) with at most 8 s of audio, "
+        "its context included: it is encoded on 8 s plus this much instead of 30 s, and decoded again on 30 s "
+        "where the short read loops; 0 = every final takes 30 s (the default on a GPU)",
         minimum=0.0,
         maximum=22.0,
     )

@@ -166,6 +166,10 @@ class WindowResult(msgspec.Struct, tag="result"):
     """The window shared an encoder pass with other short windows (``--pack-short-s``)."""
     unpacked_retry: bool = False
     """Its packed decode read too little for its audio and it was decoded again on its own."""
+    short: bool = False
+    """It was encoded on a short window (``--short-window-pad-s``, ``--short-final-pad-s``) and read there."""
+    whole_retry: bool = False
+    """A live final whose short read looped, decoded again on all 30 s (``--short-final-pad-s``)."""
 
 
 class SpeakerResult(msgspec.Struct, tag="speakers"):

@@ -93,6 +93,8 @@ def test_the_openai_sdk_transcribes_dev_set_files_as_well_as_the_batch_endpoint(
     # "This is all very whispered." looped at beam 3 and was read again on 30 s).
     client = OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
     clips = short_clips(dev_set, 6)
+    short_finals = "voxlane_realtime_short_finals_total"
+    before = {o: metric_now(server, short_finals, outcome=o) for o in ("short", "whole_retry")}
 
     async def live(clip: Clip) -> tuple[str, list[str]]:
         sdk = AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
@@ -135,6 +137,8 @@ def test_the_openai_sdk_transcribes_dev_set_files_as_well_as_the_batch_endpoint(
     assert live_wer <= batch_wer + 0.01, (live_wer, batch_wer, [t for t, _ in results], batch)
     for transcript, deltas in results:
         assert "".join(deltas).split() == transcript.split()  # the deltas add up to the final text
+    counted = {o: metric_now(server, short_finals, outcome=o) - before[o] for o in before}
+    assert counted["short"] >= 1 and counted["whole_retry"] >= 1 and sum(counted.values()) <= len(clips), counted
 
 
 def test_server_vad_finds_the_turn_and_streams_partials_before_the_final(

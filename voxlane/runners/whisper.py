@@ -320,7 +320,9 @@ class WhisperRunner:
         outputs = []
         for work, language, result in zip(batch, languages, decoded):
             segments, resume_s = self._segments(work, language, result)
-            result_msg = WindowResult(work.request_id, work.msg.index, language, segments, packed=work.packed)
+            result_msg = WindowResult(
+                work.request_id, work.msg.index, language, segments, packed=work.packed, short=self.is_short(work)
+            )
             outputs.append(WindowOutput(result_msg, resume_s))
         for i, again in zip(thin, retried if thin else []):
             again.result.unpacked_retry = True
@@ -338,6 +340,7 @@ class WhisperRunner:
             for i, again in zip(loops, whole):
                 text = "".join(s.text for s in outputs[i].result.segments)
                 log.debug("a live final read short looped (%r): read on 30 s", text[:80])
+                again.result.whole_retry = True
                 outputs[i] = again
         results = [o.result for o in outputs]
         aligned = [

@@ -134,6 +134,13 @@ class Metrics:
             ("kind", "beam_size"),
             registry=registry,
         )
+        self.realtime_short_finals = Counter(
+            "voxlane_realtime_short_finals",
+            "Final decodes of live turns with at most 8 s of audio encoded short (--short-final-pad-s), by "
+            "outcome: 'short' (read there) or 'whole_retry' (the short read looped; read again on 30 s).",
+            ("outcome",),
+            registry=registry,
+        )
         self.realtime_pause_decodes = Counter(
             "voxlane_realtime_pause_decodes",
             "Final decodes started at a pause of a live turn, by outcome: 'final' (the silence ended the turn: "

@@ -655,6 +655,9 @@ class RealtimeSession:
                     features.shape[1],
                     (time.monotonic() - asked) * 1000,
                 )
+                if result.whole_retry or (result.short and not partial):
+                    outcome = "whole_retry" if result.whole_retry else "short"
+                    self.state.metrics.realtime_short_finals.labels(outcome).inc()
                 segments = result.segments
                 if partial:  # a loop on features cut short repeats itself at the very end of the audio
                     segments = [s for s in segments if s.start < offset_s + duration_s - 0.3]
