@@ -223,6 +223,9 @@ def test_a_gpu_machine_feeds_the_gpu_from_every_core(monkeypatch: pytest.MonkeyP
     gpu = config("--device", "cuda")
     assert (gpu.audio_preprocess_pool, gpu.audio_preprocess_workers) == ("process", max(1, config_module.CORES - 2))
     assert config("--device", "cpu").audio_preprocess_pool == "thread"
+    # Short windows and short live finals were measured on the CPU only.
+    assert (gpu.engine.short_window_pad_s, gpu.engine.short_final_pad_s) == (0.0, 0.0)
+    assert (config().engine.short_window_pad_s, config().engine.short_final_pad_s) == (5.0, 10.0)
     chosen = config("--device", "cuda", "--audio-preprocess-pool", "thread", "--audio-preprocess-workers", "3")
     assert (chosen.audio_preprocess_pool, chosen.audio_preprocess_workers) == ("thread", 3)
     monkeypatch.setattr(config_module, "nvidia_gpu_present", lambda: True)
