@@ -4,10 +4,14 @@
 The dev set's files longer than 30 s are cut into pieces of at most --piece-s seconds at their quietest
 points (the server's cut, `split.WindowCutter`); every piece is decoded by the bundled Whisper through
 `WhisperRunner`, one piece a window, in each configuration; a file's text is its pieces' texts in order, so
-each configuration is scored on the same 1,768 reference words. Configurations: `pad=P` is
---short-window-pad-s P (0: 30 s windows), `doubt=X` adds --doubt-beam-size 5 --doubt-log-prob X.
+each configuration is scored on the same 1,768 reference words (with --short-files, the dev set's files of
+15 s or less too, one piece each: 124 pieces, 1,826 words). Configurations: `pad=P` is --short-window-pad-s
+P (0: 30 s windows), `doubt=X` adds --doubt-beam-size 5 --doubt-log-prob X, `max=M` encodes windows of up to
+M s short (on M + P s; runners/base.py SHORT_MAX_S, 8 in the server).
 
     .venv/bin/python benchmarks/short_windows.py --configs pad=0,pad=5,pad=5+doubt=-0.5
+    .venv/bin/python benchmarks/short_windows.py --short-files \
+        --configs pad=0+doubt=-0.5,pad=5+doubt=-0.5,pad=5+doubt=-0.5+max=12,pad=8+doubt=-0.5+max=12
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from voxlane.audio.pipeline import window_features  # noqa: E402
 from voxlane.audio.split import WindowCutter  # noqa: E402
 from voxlane.config import EngineConfig, default_model_path  # noqa: E402
 from voxlane.messages import TranscribeOptions, WindowRequest  # noqa: E402
+from voxlane.runners import base, whisper  # noqa: E402
 from voxlane.runners.base import WindowPass  # noqa: E402
 from voxlane.runners.whisper import WhisperRunner  # noqa: E402
 
 
-def parse(config: str) -> tuple[float, float | None]:
+def parse(config: str) -> tuple[float, float | None, float]:
     parts = dict(p.split("=") for p in config.split("+"))
-    return float(parts.get("pad", 0)), (float(parts["doubt"]) if "doubt" in parts else None)
+    doubt = float(parts["doubt"]) if "doubt" in parts else None
+    return float(parts.get("pad", 0)), doubt, float(parts.get("max", base.SHORT_MAX_S))
 
 
 def main() -> int:
@@ -45,6 +51,7 @@ def main() -> int:
     parser.add_argument("--piece-s", type=float, default=12.0)
     parser.add_argument("--configs", default="pad=0,pad=5,pad=10,pad=0+doubt=-0.5,pad=5+doubt=-0.5")
     parser.add_argument("--rounds", type=int, default=1, help="each configuration this many times, in turn")
+    parser.add_argument("--short-files", action="store_true", help="the files of 15 s or less too, whole")
     args = parser.parse_args()
     runner = WhisperRunner.load(EngineConfig(model_path=str(default_model_path()), engine_workers=1))
     manifest = Path(args.dataset)
@@ -56,13 +63,17 @@ def main() -> int:
             cutter = WindowCutter(16000, window_s=args.piece_s, search_s=min(4.0, args.piece_s / 2))
             pieces = [p for _, p in cutter.feed(pcm)] + [p for _, p in cutter.finish()]
             files.append((Path(row["audio"]).name, row["text"], [window_features(p, 80, 0.0) for p in pieces]))
+        elif args.short_files and row["duration_s"] <= 15:
+            pcm = decode_audio((manifest.parent / row["audio"]).read_bytes(), 3600.0).samples
+            files.append((Path(row["audio"]).name, row["text"], [window_features(pcm, 80, 0.0)]))
     configs = list(dict.fromkeys(args.configs.split(",")))
     totals = {c: [0, 0, 0, 0] for c in configs}
     times = {c: [] for c in configs}
     per_file: dict[str, dict[str, str]] = {c: {} for c in configs}
     for _ in range(args.rounds):
         for config in configs:
-            pad_s, doubt = parse(config)
+            pad_s, doubt, max_s = parse(config)
+            base.SHORT_MAX_S = whisper.SHORT_MAX_S = max_s
             runner.short_pad_frames = round(pad_s * FRAMES_PER_SECOND)
             runner.doubt_beam_size, runner.doubt_log_prob = (5, doubt) if doubt is not None else (0, -0.5)
             started = time.perf_counter()
