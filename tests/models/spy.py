@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -22,3 +24,19 @@ class ModelSpy:
             return method(*args, **kwargs)
 
         return spied
+
+
+@contextmanager
+def spied_runner(runner: Any, **settings: Any) -> Iterator[list[tuple[str, int | None, dict[str, Any]]]]:
+    """``runner`` with its encoder and decoder spied on and ``settings`` (its attributes, such as
+    ``short_pad_frames``) set for the block; yields the calls, and puts everything back after."""
+    calls: list[tuple[str, int | None, dict[str, Any]]] = []
+    saved = {name: getattr(runner, name) for name in ("model", "decoder", *settings)}
+    for name, value in settings.items():
+        setattr(runner, name, value)
+    runner.model, runner.decoder = ModelSpy(saved["model"], calls), ModelSpy(saved["decoder"], calls)
+    try:
+        yield calls
+    finally:
+        for name, value in saved.items():
+            setattr(runner, name, value)

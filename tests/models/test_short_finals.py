@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.models.spy import ModelSpy
+from tests.models.spy import spied_runner
 from voxlane.audio.decode import decode_audio
 from voxlane.audio.pipeline import window_features
 from voxlane.config import EngineConfig, default_model_path
@@ -38,14 +38,8 @@ def final_read(runner: WhisperRunner, dev_set, pad_frames: int, prefix: str | No
     features, n_frames, speech = window_features(pcm, runner.n_mels, 0.0)
     options = TranscribeOptions(beam_size=3, prefix=prefix)  # --realtime-beam-size
     msg = WindowRequest("rt", 0, 1, 0.0, TURN_S, n_frames, runner.n_mels, options, speech, deadline_s=0.1)
-    calls: list[tuple[str, int | None, dict]] = []
-    model, decoder, default_pad = runner.model, runner.decoder, runner.short_final_pad_frames
-    runner.short_final_pad_frames = pad_frames
-    runner.model, runner.decoder = ModelSpy(model, calls), ModelSpy(decoder, calls)
-    try:
+    with spied_runner(runner, short_final_pad_frames=pad_frames) as calls:
         (out,) = runner.run([WindowPass(msg, features)])
-    finally:
-        runner.model, runner.decoder, runner.short_final_pad_frames = model, decoder, default_pad
     return "".join(s.text for s in out.result.segments).strip(), [f for name, f, _ in calls if name == "encode"]
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import Clip
-from tests.models.spy import ModelSpy
+from tests.models.spy import spied_runner
 from tests.wer import wer
 from voxlane.audio.decode import decode_audio
 from voxlane.audio.pipeline import window_features
@@ -34,15 +34,8 @@ def read(runner: WhisperRunner, clip: Clip, pad_frames: int) -> tuple[str, list[
     samples = decode_audio(clip.path.read_bytes(), 60.0).samples
     features, n_frames, speech = window_features(samples, runner.n_mels, 0.0)
     msg = WindowRequest("r", 0, 1, 0.0, clip.duration_s, n_frames, runner.n_mels, TranscribeOptions(), speech)
-    calls: list[tuple[str, int | None, dict]] = []
-    model, decoder = runner.model, runner.decoder
-    default_pad = runner.short_pad_frames
-    runner.short_pad_frames = pad_frames
-    runner.model, runner.decoder = ModelSpy(model, calls), ModelSpy(decoder, calls)
-    try:
+    with spied_runner(runner, short_pad_frames=pad_frames) as calls:
         (out,) = runner.run([WindowPass(msg, features)])
-    finally:
-        runner.model, runner.decoder, runner.short_pad_frames = model, decoder, default_pad
     assert out.resume_s is None
     frames = [f for name, f, _ in calls if name == "encode" and f is not None]
     lengths = [kw["max_length"] for name, _, kw in calls if name == "generate"]

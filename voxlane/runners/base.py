@@ -99,6 +99,11 @@ SHORT_MAX_S = 8.0
 fourth round)."""
 
 
+def short_pad(work: WindowPass, pad_frames: int, final_pad_frames: int) -> int:
+    """The pad a window would be encoded short with: a live turn's final's, or a batch window's."""
+    return final_pad_frames if work.msg.deadline_s is not None else pad_frames
+
+
 def is_short(work: WindowPass, pad_frames: int, final_pad_frames: int = 0) -> bool:
     """Whether a window is encoded on SHORT_MAX_S plus ``pad_frames`` of silence instead of all 30 s
     (``--short-window-pad-s``; ``final_pad_frames`` for a live turn's final, ``--short-final-pad-s``): the
@@ -107,7 +112,7 @@ def is_short(work: WindowPass, pad_frames: int, final_pad_frames: int = 0) -> bo
     short read looped: ``WindowPass.whole``), without a prompt (short windows were measured without: with the
     prompt "Montreal Forced Aligner" the 7 s clip of tests/e2e/test_openai_compat.py read "Montreal Forest
     Aligner."), whose audio and pad fit in fewer frames than its features hold."""
-    pad = final_pad_frames if work.msg.deadline_s is not None else pad_frames
+    pad = short_pad(work, pad_frames, final_pad_frames)
     return (
         pad > 0
         and not work.msg.partial

@@ -36,7 +36,7 @@ from voxlane.audio.features import FRAMES_PER_SECOND, N_FRAMES, pad_frames
 from voxlane.config import EngineConfig
 from voxlane.messages import Segment, TokenLogprob, TranscribeOptions, WindowRequest, WindowResult, Word
 from voxlane.runners import packing
-from voxlane.runners.base import SHORT_MAX_S, WindowOutput, WindowPass, is_packable, is_short
+from voxlane.runners.base import SHORT_MAX_S, WindowOutput, WindowPass, is_packable, is_short, short_pad
 from voxlane.runners.cuda import place
 from voxlane.runners.packing import SilenceEncodings
 from voxlane.text.repeats import cut_repeats
@@ -269,8 +269,8 @@ class WhisperRunner:
         own length, so that its encoding never depends on the windows batched with it (each padded to its
         own length plus the pad, batches padded them to their widest: the dev set read 5.91-6.11% at 16
         clients, against 5.70% in every run this way; docs/asr-engine.md, fourth round)."""
-        live = work.msg.deadline_s is not None
-        return round(SHORT_MAX_S * FRAMES_PER_SECOND) + (self.short_final_pad_frames if live else self.short_pad_frames)
+        pad = short_pad(work, self.short_pad_frames, self.short_final_pad_frames)
+        return round(SHORT_MAX_S * FRAMES_PER_SECOND) + pad
 
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
         # Live partials come cut to their audio, short windows are cut here: every row is padded to the widest.
@@ -780,7 +780,7 @@ def short_read_loops(text: str, avg_logprob: float, context: str | None = None) 
     return (
         compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD
         or avg_logprob < LOG_PROB_THRESHOLD
-        or (len(cut_repeats([*tail, *words])) < len(tail) + len(words) and len(cut_repeats(tail)) == len(tail))
+        or (_loops([*tail, *words]) and not _loops(tail))
     )
 
 
@@ -790,7 +790,10 @@ def short_token_cap(duration_s: float) -> int:
 
 
 def _repeats(text: str) -> bool:
-    words = text.split()
+    return _loops(text.split())
+
+
+def _loops(words: list[str]) -> bool:
     return len(cut_repeats(words)) < len(words)
 
 

@@ -655,7 +655,7 @@ class RealtimeSession:
                     features.shape[1],
                     (time.monotonic() - asked) * 1000,
                 )
-                if result.whole_retry or (result.short and not partial):
+                if result.whole_retry or result.short:  # a final's: partials are never encoded short
                     outcome = "whole_retry" if result.whole_retry else "short"
                     self.state.metrics.realtime_short_finals.labels(outcome).inc()
                 segments = result.segments
