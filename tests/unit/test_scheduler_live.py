@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from voxlane.engine.request import WindowWork
 from voxlane.engine.scheduler import AsrScheduler
@@ -86,3 +87,20 @@ def test_a_live_final_does_not_share_its_batch_with_batch_windows() -> None:
     assert ids(s.next_batch(now=0.0)) == ["long0"]  # long1..7 do not jump ahead of it into this batch
     assert ids(s.next_batch(now=0.0)) == ["live0"]  # nor wait in its batch
     assert ids(s.next_batch(now=0.0)) == [f"long{i}" for i in range(1, 8)]
+
+
+def test_a_final_logs_how_many_other_finals_wait(caplog: pytest.LogCaptureFixture) -> None:
+    """The debug line docs/asr-engine.md counts finals due together with: other finals only, not partials
+    and not the final that starts."""
+    s = AsrScheduler(max_batch_size=8, max_batch_wait_s=0.0, window_cost_s=0.5)
+    s.add(live_window("a", now=0.0, deadline_s=0.1), now=0.0)
+    s.add(live_window("b", now=0.0, deadline_s=0.2), now=0.0)
+    s.add(live_window("c", now=0.0, deadline_s=0.3, partial=True), now=0.0)
+    with caplog.at_level("DEBUG", logger="voxlane.engine.scheduler"):
+        assert ids(s.next_batch(now=0.0)) == ["a0"]
+        assert ids(s.next_batch(now=0.0)) == ["b0"]
+        assert ids(s.next_batch(now=0.0)) == ["c0"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "a live final starts with 1 more live finals queued",
+        "a live final starts with 0 more live finals queued",
+    ]

@@ -30,10 +30,13 @@ Contract:
 from __future__ import annotations
 
 import heapq
+import logging
 from collections import deque
 
 from voxlane.engine.request import WindowWork
 from voxlane.runners.base import is_short
+
+log = logging.getLogger(__name__)
 
 
 def batch_key(work: WindowWork, short_pad_frames: int = 0) -> tuple[str, float, bool, bool, bool, str]:
@@ -146,6 +149,10 @@ class AsrScheduler:
             heapq.heappush(self._heap, entry)
         if not batch:
             return None
+        if key is not None and key[3] and not key[2] and log.isEnabledFor(logging.DEBUG):
+            # How often finals of different sessions are due together (docs/asr-engine.md, sixth round).
+            queued = sum(1 for _, _, w in self._heap if w.queued and w.msg.deadline_s is not None and not w.msg.partial)
+            log.debug("a live final starts with %d more live finals queued", queued)
         for work in batch:
             work.queued = False
             siblings = self._by_request.get(work.request_id)
