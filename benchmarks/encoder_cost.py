@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What a Whisper encoder pass costs, and where its time goes (docs/asr-engine.md, sixth round).
 
-Three measurements on the bundled tiny.en (or --model DIR), best of --reps, ad hoc:
+Three measurements on the bundled tiny.en (or --model DIR), best of --reps, with malloc set as the engine
+process sets it (voxlane/heap.py keep_freed_memory; --glibc-defaults leaves glibc's, where CTranslate2's
+large buffers fault their pages in on every pass):
 
 - ``widths``: CTranslate2's int8 encoder for a batch of B windows of T frames (30 s = 3000 frames; a short
   window 1300, a live final 1800), the way `WhisperRunner` calls it.
@@ -40,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from voxlane.config import default_model_path  # noqa: E402
+from voxlane.heap import keep_freed_memory  # noqa: E402
 
 _DTYPES = (np.float32, np.int8, np.int16, np.int32, np.float16)
 
@@ -188,9 +191,12 @@ def widths(model: Path, reps: int) -> None:
         print(f"batch {batch} x {frames} frames: {best_ms(lambda x=x: encoder.encode(x), reps):.0f} ms", flush=True)
 
 
-def onednn(model: Path) -> None:
+def onednn(model: Path, glibc_defaults: bool) -> None:
     child = (
         "import sys, numpy as np, ctranslate2\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from voxlane.heap import keep_freed_memory\n"
+        f"{'' if glibc_defaults else 'keep_freed_memory()'}\n"
         f"m = ctranslate2.models.Whisper({str(model)!r}, device='cpu', compute_type='int8', intra_threads=2)\n"
         "x = ctranslate2.StorageView.from_array(np.zeros((1, 80, 3000), np.float32))\n"
         "m.encode(x); m.encode(x)\n"
@@ -259,12 +265,17 @@ def main() -> int:
     parser.add_argument("what", choices=("widths", "onednn", "onnx"))
     parser.add_argument("--model", type=Path, default=None, help="a CTranslate2 Whisper directory (default: bundled)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--glibc-defaults", action="store_true", help="leave malloc as glibc sets it (the engine keeps freed memory)"
+    )
     args = parser.parse_args()
+    if not args.glibc_defaults:
+        keep_freed_memory()  # as the engine process does first thing (docs/engine-config.md)
     model = args.model or Path(default_model_path())
     if args.what == "widths":
         widths(model, args.reps)
     elif args.what == "onednn":
-        onednn(model)
+        onednn(model, args.glibc_defaults)
     else:
         onnx_runtime(model, args.reps)
     return 0
