@@ -109,6 +109,34 @@ def test_a_stall_while_the_hypervisor_held_the_cpus_is_counted_as_the_hosts(capl
     assert monitor.reports == {"host_paused": 1, "other": 1}
 
 
+def test_the_loop_catching_up_right_after_a_host_pause_is_the_hosts(caplog) -> None:
+    """After a host pause the loop runs what piled up meanwhile: a stall that begins within a report threshold
+    of the pause's end, and lasts no longer than the pause, is the host's too. Later or longer ones are not."""
+    monitor = LoopStallMonitor()
+    watchdog = LoopWatchdog(monitor, 0.05, threading.current_thread())
+    tick = _CpuSnapshot._TICK_S
+    ticks_in_100_ms = round(0.1 / tick)
+
+    def snapshot(at: float, steal_ticks: int) -> _CpuSnapshot:
+        return _CpuSnapshot(at, {"MainThread": 0.0}, [0, 0, 0, 0, 0, 0, 0, steal_ticks], 0.0)
+
+    watchdog._history.extend([snapshot(10.0, 0), snapshot(10.152, ticks_in_100_ms), snapshot(10.24, ticks_in_100_ms)])
+    watchdog._report(10.05, 10.15)  # a 100 ms host pause
+    watchdog._history.append(snapshot(10.5, ticks_in_100_ms))
+    with caplog.at_level(logging.WARNING, logger="voxlane.loop"):
+        watchdog._report(10.155, 10.23)  # 75 ms, nothing stolen, 5 ms after the pause
+    assert monitor.reports == {"host_paused": 2}
+    assert "catching up" in caplog.records[-1].message
+    watchdog._report(10.30, 10.35)  # 150 ms after the pause: the loop's own
+    assert monitor.reports == {"host_paused": 2, "other": 1}
+
+    watchdog._history.extend([snapshot(11.0, ticks_in_100_ms), snapshot(11.152, 2 * ticks_in_100_ms)])
+    watchdog._report(11.05, 11.15)  # another 100 ms host pause
+    watchdog._history.append(snapshot(11.4, 2 * ticks_in_100_ms))
+    watchdog._report(11.16, 11.36)  # right after it, but 200 ms: longer than the pause
+    assert monitor.reports == {"host_paused": 3, "other": 2}
+
+
 def test_a_stall_the_loop_thread_spent_waiting_for_a_core_is_counted_apart(caplog) -> None:
     """schedstat's second field: time the loop thread was runnable without a CPU. Half the stall or more is
     the OS's doing (cpu_wait); less is counted with the loop's own stalls."""
