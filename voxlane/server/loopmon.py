@@ -173,16 +173,17 @@ class LoopWatchdog:
         after = next(s for s in self._history if s.at >= end)
         stolen_s = after.stolen_s(before)
         waited_s = after.loop_waited_s(before)
-        catching_up = self._catching_up(start, end)
+        caught_up = False
         if stolen_s is not None and stolen_s >= HOST_PAUSE_SHARE * (end - start):
             cause = "host_paused"
-            self._host_pause = (start, end)
         elif waited_s is not None and waited_s >= HOST_PAUSE_SHARE * (end - start):
             cause = "cpu_wait"
-        elif catching_up:
-            cause = "host_paused"
+        elif self._catching_up(start, end):
+            cause, caught_up = "host_paused", True
         else:
             cause = "other"
+        if cause == "host_paused" and not caught_up:
+            self._host_pause = (start, end)
         self.monitor.reports[cause] += 1
         if self._stacks:
             where, seen = self._stacks.most_common(1)[0]
@@ -191,11 +192,10 @@ class LoopWatchdog:
             stack = "The loop thread's stack was not sampled (the watchdog did not run during the stall)."
         self._stacks.clear()
         verdict = {
-            "host_paused": "The hypervisor did not run this machine's CPUs for most of it (steal time): cause "
-            "host_paused."
-            if not catching_up or self._host_pause == (start, end)
-            else "It began right after a host pause, and lasted no longer: the loop catching up on what "
-            "arrived while the host was paused; cause host_paused.",
+            "host_paused": "It began right after a host pause, and lasted no longer: the loop catching up on "
+            "what arrived while the host was paused; cause host_paused."
+            if caught_up
+            else "The hypervisor did not run this machine's CPUs for most of it (steal time): cause host_paused.",
             "cpu_wait": "The loop thread was runnable but without a CPU for most of it (the OS ran other "
             "processes on the cores): cause cpu_wait.",
         }.get(cause, "Cause: other.")
