@@ -208,6 +208,15 @@ def pull_hint(ref: str) -> str:
     return f"voxlane models pull {ref} (or POST /v1/models/{ref}) downloads it"
 
 
+def _as_path(ref: str) -> Path:
+    """``ref`` as a path on disk, ``~`` and ``~user`` expanded where they can be: a user who does not exist
+    leaves it as it is (pathlib raises; the schema fuzzer sent GET /v1/models/~%06...)."""
+    try:
+        return Path(ref).expanduser()
+    except RuntimeError:
+        return Path(ref)
+
+
 def resolve_whisper(ref: str, hub: HubCache, work_dir: Path) -> WhisperModel:
     """The Whisper model that ``ref`` names (see the module's docstring for the order), or ModelNotPresent."""
     packages = installed_models()
@@ -216,7 +225,7 @@ def resolve_whisper(ref: str, hub: HubCache, work_dir: Path) -> WhisperModel:
         if not is_whisper_dir(path):
             raise ModelNotPresent(f"the model package '{ref}' is not a CTranslate2 Whisper model ({path})")
         return _whisper_at(ref, path, "package")
-    path = Path(ref).expanduser()
+    path = _as_path(ref)
     if path.is_dir():
         if not is_whisper_dir(path):
             raise ModelNotPresent(
@@ -281,7 +290,7 @@ def resolve_voice(ref: str, hub: HubCache, work_dir: Path) -> VoiceFiles:
         onnx = _voice_in(packages[ref](work_dir))
         if onnx is not None:
             return VoiceFiles(ref, str(onnx), str(onnx.with_suffix(".onnx.json")), "package")
-    path = Path(ref).expanduser()
+    path = _as_path(ref)
     if path.exists():
         onnx = _voice_in(path)
         if onnx is None or not onnx.with_suffix(".onnx.json").is_file():

@@ -58,6 +58,14 @@ def test_a_repo_id_not_in_the_cache_says_how_to_pull_it(tmp_path: Path) -> None:
         resolve_whisper("Systran/faster-whisper-small", HubCache(tmp_path), tmp_path)
 
 
+def test_a_home_of_no_user_is_a_model_not_present(tmp_path: Path) -> None:
+    """``~user`` for a user who does not exist is not expanded (pathlib raises RuntimeError: a 500)."""
+    with pytest.raises(ModelNotPresent):
+        resolve_whisper("~no-such-user-\x06", HubCache(tmp_path), tmp_path)
+    with pytest.raises(ModelNotPresent):
+        resolve_voice("~no-such-user-\x06", HubCache(tmp_path), tmp_path)
+
+
 def test_the_cache_is_where_huggingface_hub_looks() -> None:
     assert hub_cache({"HF_HOME": "/h"}).dir == Path("/h/hub")
     assert hub_cache({"HF_HOME": "/h", "HF_HUB_CACHE": "/c"}).dir == Path("/c")
