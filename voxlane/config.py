@@ -71,6 +71,7 @@ CUDA_CACHE_DIR_DEFAULT = "~/.cache/voxlane/cuda"
 # The engine settings whose default depends on where Whisper runs (0 = by device: EngineConfig.placed).
 CPU_ENGINE_WORKERS, CUDA_ENGINE_WORKERS = 2, 4
 CPU_MAX_BATCH_SIZE, CUDA_MAX_BATCH_SIZE = 8, 16
+CPU_LIVE_BATCH_SIZE, CUDA_LIVE_BATCH_SIZE = 1, 16
 
 
 def default_model_path() -> Path:
@@ -228,6 +229,18 @@ class EngineConfig:
         0, "30 s windows per engine batch; 0: 8 on CPU, 16 on CUDA", minimum=0, shown_default="0 (8 on CPU, 16 on CUDA)"
     )
     max_batch_wait_ms: float = setting(5.0, "milliseconds the oldest window may wait for its batch to fill", minimum=0)
+    live_batch_size: int = setting(
+        0,
+        "live decodes (/v1/realtime finals, or partials) of different sessions queued together that may share one "
+        "engine batch; a live decode never waits for others; 0: 1 on CPU, 16 on CUDA",
+        minimum=0,
+        shown_default="0 (1 on CPU, 16 on CUDA)",
+    )
+    """On a CPU a batch costs about the sum of its windows, so finals that share one finish no sooner than
+    they would alone, and the first waits for the last (engine/scheduler.py; 2, 3 and 4 finals on 18 s cost
+    147, 212 and 273 ms in one batch against 155 ms for one 30 s window, docs/asr-engine.md, sixth round). On
+    a GPU a batch of 16 costs about what one window costs (docs/gpu.md), so finals due together share one
+    (docs/asr-engine.md, seventh round)."""
     tts_slots: int = setting(
         CORES,
         "speech units synthesised at once, each on its own execution thread and onnxruntime session "
@@ -325,6 +338,7 @@ class EngineConfig:
             and self.compute_type != "auto"
             and self.engine_workers > 0
             and self.max_batch_size > 0
+            and self.live_batch_size > 0
         )
 
     def placed(self, device: str, compute_type: str) -> EngineConfig:
@@ -337,6 +351,7 @@ class EngineConfig:
             compute_type=compute_type,
             engine_workers=self.engine_workers or (CUDA_ENGINE_WORKERS if cuda else CPU_ENGINE_WORKERS),
             max_batch_size=self.max_batch_size or (CUDA_MAX_BATCH_SIZE if cuda else CPU_MAX_BATCH_SIZE),
+            live_batch_size=self.live_batch_size or (CUDA_LIVE_BATCH_SIZE if cuda else CPU_LIVE_BATCH_SIZE),
         )
 
 

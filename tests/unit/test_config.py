@@ -207,9 +207,11 @@ def test_the_settings_by_device_are_resolved_where_whisper_runs() -> None:
     cpu, cuda = engine.placed("cpu", "int8"), engine.placed("cuda", "float16")
     assert (cpu.engine_workers, cpu.max_batch_size, cpu.device, cpu.compute_type) == (2, 8, "cpu", "int8")
     assert (cuda.engine_workers, cuda.max_batch_size, cuda.device, cuda.compute_type) == (4, 16, "cuda", "float16")
+    assert (cpu.live_batch_size, cuda.live_batch_size) == (1, 16)  # finals share batches on a GPU only
     assert cpu.is_placed and cuda.is_placed
-    chosen = config("--engine-workers", "3", "--max-batch-size", "32").engine.placed("cuda", "float16")
-    assert (chosen.engine_workers, chosen.max_batch_size) == (3, 32)
+    chosen = config("--engine-workers", "3", "--max-batch-size", "32", "--live-batch-size", "4").engine
+    chosen = chosen.placed("cuda", "float16")
+    assert (chosen.engine_workers, chosen.max_batch_size, chosen.live_batch_size) == (3, 32, 4)
 
 
 def test_a_gpu_machine_feeds_the_gpu_from_every_core(monkeypatch: pytest.MonkeyPatch) -> None:

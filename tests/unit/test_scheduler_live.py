@@ -104,3 +104,40 @@ def test_a_final_logs_how_many_other_finals_wait(caplog: pytest.LogCaptureFixtur
         "a live final starts with 1 more live finals queued",
         "a live final starts with 0 more live finals queued",
     ]
+
+
+def test_live_decodes_queued_together_share_a_batch_up_to_live_batch_size() -> None:
+    """--live-batch-size (16 on a GPU): the finals of different sessions that are queued together share a batch,
+    and so do the partials, never the two kinds together, never more than the setting."""
+    s = AsrScheduler(max_batch_size=8, max_batch_wait_s=0.0, live_batch_size=2)
+    for name in ("a", "b", "c"):
+        s.add(live_window(name, now=0.0, deadline_s=0.1), now=0.0)
+    for name in ("p", "q"):
+        s.add(live_window(name, now=0.0, deadline_s=0.5, partial=True), now=0.0)
+    batches = [ids(s.next_batch(now=0.0)) for _ in range(3)]
+    assert batches == [["a0", "b0"], ["c0"], ["p0", "q0"]]
+    assert s.next_batch(now=0.0) is None
+
+
+def test_a_live_batch_takes_only_live_work_and_never_waits_for_it() -> None:
+    """Batch windows due between two finals stay where they are; a final alone starts alone at once."""
+    s = AsrScheduler(max_batch_size=8, max_batch_wait_s=0.0, window_cost_s=0.5, live_batch_size=16)
+    for i in range(8):
+        s.add(batch_window("long", i, arrival_s=0.0), now=0.0)
+    s.add(live_window("a", now=0.0, deadline_s=0.1), now=0.0)
+    s.add(live_window("b", now=0.6, deadline_s=0.1), now=0.6)  # due at 0.7, after long1 (0.5)
+    assert ids(s.next_batch(now=0.6)) == ["long0"]
+    assert ids(s.next_batch(now=0.6)) == ["a0", "b0"]
+    assert ids(s.next_batch(now=0.6)) == [f"long{i}" for i in range(1, 8)]
+    s.add(live_window("c", now=1.0, deadline_s=0.1), now=1.0)
+    assert ids(s.next_batch(now=1.0)) == ["c0"]
+
+
+def test_live_work_is_split_evenly_over_the_free_workers() -> None:
+    """Five finals queued with two workers free: batches of three and two, not one of five beside an idle
+    worker."""
+    s = AsrScheduler(max_batch_size=16, max_batch_wait_s=0.0, live_batch_size=16)
+    for name in "abcde":
+        s.add(live_window(name, now=0.0, deadline_s=0.1), now=0.0)
+    assert ids(s.next_batch(now=0.0, free_workers=2)) == ["a0", "b0", "c0"]
+    assert ids(s.next_batch(now=0.0, free_workers=1)) == ["d0", "e0"]

@@ -110,13 +110,16 @@ class EngineCore:
         self._speaker_jobs: dict[str, int] = {}
         """Windows queued or running, by request (the loop's thread only)."""
         self._speakers_done: list[SpeakerResult] = []
-        if not config.engine_workers or not config.max_batch_size:  # not placed (tests): the CPU's values
+        if not (config.engine_workers and config.max_batch_size and config.live_batch_size):
+            # not placed (tests): the CPU's values
             config = config.placed("cpu" if config.device == "auto" else config.device, config.compute_type)
         self.workers = config.engine_workers
         self.scheduler = AsrScheduler(
             config.max_batch_size,
             config.max_batch_wait_ms / 1000.0,
             short_pad_frames=round(config.short_window_pad_s * FRAMES_PER_SECOND),
+            live_batch_size=config.live_batch_size,
+            final_pad_frames=round(config.short_final_pad_s * FRAMES_PER_SECOND),
         )
         self.requests: dict[str, RequestState] = {}
         self._aborted: OrderedDict[str, None] = OrderedDict()
@@ -258,7 +261,9 @@ class EngineCore:
         if self.tts is not None:
             outputs.extend(self.tts.step(now, self.asr_busy))
         while len(self._running) < self.workers:
-            batch = self.scheduler.next_batch(now, live_only=self._hold_for_live(now))
+            batch = self.scheduler.next_batch(
+                now, live_only=self._hold_for_live(now), free_workers=self.workers - len(self._running)
+            )
             if not batch:
                 break
             model = batch[0].msg.model

@@ -149,7 +149,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
     outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels, speakers=speaker_problem))
     log.info(
-        "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d); "
+        "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d, live <= %d); "
         "speech: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
         config.model_path,
         config.compute_type,
@@ -158,6 +158,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         config.engine_threads,
         config.decoder_threads,
         config.max_batch_size,
+        config.live_batch_size,
         config.tts_slots,
         config.tts_threads,
         config.tts_mixed_slots,

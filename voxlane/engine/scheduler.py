@@ -18,13 +18,16 @@ Contract:
   the deadlines of live work arriving later only grow past it.
 - A batch holds windows of one (Whisper model, task, temperature, partial or not, live or not): those decode
   with the same settings, and live work does not wait for batch windows that share its batch.
-- Live work runs alone, one decode to a batch. On a CPU a batch costs about the sum of its windows, so a
-  final batched with others waits for all of them (and for the temperature fallback of one whose greedy
-  decode loops, seconds); alone, the engine's workers take the decodes due next side by side. Measured
-  with 8 live streams of long speech, same run (docs/benchmarks.md): final latency p50 0.86 s and p95
-  2.05 s alone, 1.25 s and 3.70 s batched. Partials once shared batches, padded to the longest of them
-  (a 15 s tail made seven 2 s tails cost 15 s each); one to a batch, finals p50 1.08-1.12 s against
-  1.14-1.19 s and p95 2.26-2.31 s against 2.46-2.52 s.
+- Live work shares a batch only with live work of its key queued at that moment, at most
+  ``live_batch_size`` decodes (--live-batch-size): a live decode never waits for a partner. On a CPU that is
+  1, one decode to a batch: a batch costs about the sum of its windows, so a final batched with others
+  waits for all of them (and for the temperature fallback of one whose greedy decode loops, seconds);
+  alone, the engine's workers take the decodes due next side by side. Measured with 8 live streams of long
+  speech, same run (docs/benchmarks.md): final latency p50 0.86 s and p95 2.05 s alone, 1.25 s and 3.70 s
+  batched. Partials once shared batches, padded to the longest of them (a 15 s tail made seven 2 s tails
+  cost 15 s each); one to a batch, finals p50 1.08-1.12 s against 1.14-1.19 s and p95 2.26-2.31 s against
+  2.46-2.52 s. On a GPU a batch of 16 costs about what one window costs, so the finals (or partials) of
+  different sessions that are due together share one there (docs/asr-engine.md, seventh round).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from voxlane.runners.base import is_short
 log = logging.getLogger(__name__)
 
 
-def batch_key(work: WindowWork, short_pad_frames: int = 0) -> tuple[str, float, bool, bool, bool, str]:
+def batch_key(
+    work: WindowWork, short_pad_frames: int = 0, final_pad_frames: int = 0
+) -> tuple[str, float, bool, bool, bool, str]:
     """Windows that may share a batch, of one Whisper model only. Live work shares only with live work: on a
     CPU a batch costs about the sum of its windows, so a live final batched with seven windows of a long file
     would wait for all eight. A short window (``is_short``: encoded on its own frames) shares only with short
@@ -49,17 +54,28 @@ def batch_key(work: WindowWork, short_pad_frames: int = 0) -> tuple[str, float, 
         work.options.temperature,
         work.msg.partial,
         work.msg.deadline_s is not None,
-        is_short(work, short_pad_frames),
+        is_short(work, short_pad_frames, final_pad_frames),
         work.msg.model,
     )
 
 
 class AsrScheduler:
     def __init__(
-        self, max_batch_size: int, max_batch_wait_s: float, window_cost_s: float = 0.5, short_pad_frames: int = 0
+        self,
+        max_batch_size: int,
+        max_batch_wait_s: float,
+        window_cost_s: float = 0.5,
+        short_pad_frames: int = 0,
+        live_batch_size: int = 1,
+        final_pad_frames: int = 0,
     ) -> None:
         self.max_batch_size = max_batch_size
+        self.live_batch_size = live_batch_size
+        self._live_reach = 0.0
+        """The longest deadline of the live work queued so far: no queued live work is due later than now plus
+        this, which bounds the search for live work that may share a live batch."""
         self.short_pad_frames = short_pad_frames
+        self.final_pad_frames = final_pad_frames
         self.max_batch_wait_s = max_batch_wait_s
         self.window_cost_s = window_cost_s
         self._heap: list[tuple[float, int, WindowWork]] = []
@@ -79,6 +95,8 @@ class AsrScheduler:
         self._by_arrival.append(work)
         self._by_request.setdefault(work.request_id, []).append(work)
         self._live += 1
+        if work.msg.deadline_s is not None:
+            self._live_reach = max(self._live_reach, work.msg.deadline_s)
 
     def priority(self, work: WindowWork, now: float) -> float:
         """When the window should start, on the engine's clock: its deadline for live work, else its fair
@@ -116,9 +134,25 @@ class AsrScheduler:
         """Whether live work is queued (a linear scan: the queue holds what the admission bounds allow)."""
         return any(w.queued and w.msg.deadline_s is not None for _, _, w in self._heap)
 
-    def next_batch(self, now: float, live_only: bool = False) -> list[WindowWork] | None:
+    def _live_share(self, key: tuple[str, float, bool, bool, bool, str], free_workers: int) -> int:
+        """How many live decodes of ``key`` a batch takes: --live-batch-size, or fewer where the queued ones
+        split over the free workers take less (a linear scan, as ``has_live``, on a GPU only)."""
+        if self.live_batch_size <= 1 or free_workers <= 1:
+            return self.live_batch_size
+        same = sum(
+            1
+            for _, _, w in self._heap
+            if w.queued
+            and w.msg.deadline_s is not None
+            and batch_key(w, self.short_pad_frames, self.final_pad_frames) == key
+        )
+        return max(1, min(self.live_batch_size, -(-(same + 1) // free_workers)))
+
+    def next_batch(self, now: float, live_only: bool = False, free_workers: int = 1) -> list[WindowWork] | None:
         """The next batch when one is due. ``live_only``: only live work may start now (the core keeps a
-        worker for it); batch windows keep their places."""
+        worker for it); batch windows keep their places. ``free_workers``: the engine's workers free now,
+        over which the live work queued is split evenly (one worker's batch of 16 while three idle would
+        serve them no sooner than 16 decodes spread over four)."""
         oldest = self._oldest()
         if oldest is None:
             return None
@@ -127,7 +161,8 @@ class AsrScheduler:
         batch: list[WindowWork] = []
         skipped: list[tuple[float, int, WindowWork]] = []
         key = None
-        while self._heap and len(batch) < self.max_batch_size:
+        size = self.max_batch_size
+        while self._heap and len(batch) < size:
             entry = heapq.heappop(self._heap)
             work = entry[2]
             if not work.queued:
@@ -136,15 +171,17 @@ class AsrScheduler:
                 skipped.append(entry)
                 continue
             if key is None:
-                key = batch_key(work, self.short_pad_frames)
-            elif batch_key(work, self.short_pad_frames) != key:
+                key = batch_key(work, self.short_pad_frames, self.final_pad_frames)
+                if key[3]:  # live work: only what is queued now joins it, its share of the free workers
+                    size = min(size, self._live_share(key, free_workers))
+            elif batch_key(work, self.short_pad_frames, self.final_pad_frames) != key:
                 skipped.append(entry)
                 if work.msg.deadline_s is not None and not key[3]:
                     break  # live work due next: no later batch window jumps ahead of it into this batch
+                if key[3] and entry[0] > now + self._live_reach:
+                    break  # no live work is queued past this point
                 continue
             batch.append(work)
-            if key[3]:
-                break  # live work runs alone
         for entry in skipped:
             heapq.heappush(self._heap, entry)
         if not batch:
@@ -152,7 +189,10 @@ class AsrScheduler:
         if key is not None and key[3] and not key[2] and log.isEnabledFor(logging.DEBUG):
             # How often finals of different sessions are due together (docs/asr-engine.md, sixth round).
             queued = sum(1 for _, _, w in self._heap if w.queued and w.msg.deadline_s is not None and not w.msg.partial)
-            log.debug("a live final starts with %d more live finals queued", queued)
+            if len(batch) == 1:
+                log.debug("a live final starts with %d more live finals queued", queued)
+            else:
+                log.debug("%d live finals start in one batch with %d more live finals queued", len(batch), queued)
         for work in batch:
             work.queued = False
             siblings = self._by_request.get(work.request_id)
