@@ -168,15 +168,20 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
         with clip.path.open("rb") as f:
             assert _wer(clip.text, client.audio.transcriptions.create(model="whisper-1", file=f).text) < 0.3
 
-    deadline = time.monotonic() + 120.0  # Ray starts a new replica, which loads its models
+    # Ray starts a new replica, which starts its engine process and loads its models: wait for both (the
+    # engine starts a moment after its replica's process, so checking the two apart raced; CI, 2026-11-27).
+    deadline = time.monotonic() + 120.0
     while time.monotonic() < deadline:
         pids = cluster.replica_pids(ENGINE)
-        if len(pids) == 2 and replicas[0] not in pids:
-            break
+        engines = sorted(cluster.engines().values())
+        if len(pids) == 2 and replicas[0] not in pids and engines == pids:
+            break  # one engine each, none left over from the dead one
         time.sleep(0.5)
     else:
-        pytest.fail(f"Ray did not start a second replica again: {cluster.replica_pids(ENGINE)}")
-    assert sorted(cluster.engines().values()) == pids  # one engine each, none left over from the dead one
+        pytest.fail(
+            f"Ray did not start a second replica with its engine again: replicas {cluster.replica_pids(ENGINE)}, "
+            f"engines' parents {sorted(cluster.engines().values())}"
+        )
     print(f"\nreplica killed: {len(failed)}/6 requests in flight got 503, within {failed_within_s:.1f} s of the "
           f"kill; a new replica process after {time.monotonic() - killed_at:.1f} s")  # fmt: skip
     assert httpx.get(ray_voxlane.base_url + "/health", timeout=10).json()["status"] == "ok"
