@@ -214,6 +214,34 @@ def save_summary(result_dir: Path, summary: dict[str, Any], pack: str) -> None:
         subprocess.run(["tar", "czf", pack, "-C", str(result_dir.parent), result_dir.name], check=False)
 
 
+def run_loads(
+    specs: list[str],
+    servers: dict[str, Any],
+    summary: dict[str, Any],
+    deadline_s: float,
+    save: Any,
+    run: Any,
+) -> None:
+    """Each load of ``specs`` (``WHAT:NAME,NAME,...``) on the servers named, in that order: ``run(WHAT,
+    base_url, key)`` gives a load's figures, kept in ``summary["loads"][key]`` and saved after each. A server
+    that did not start, or a load due after ``deadline_s`` (time.monotonic), is noted instead."""
+    for spec in specs:
+        what, names = spec.split(":")
+        for i, name in enumerate(names.split(",")):
+            key = f"{what}-{name}-{i}"
+            if name not in servers:
+                summary["loads"][key] = "no server"
+                continue
+            if time.monotonic() > deadline_s:
+                summary["loads"][key] = "skipped: over --budget-s"
+                continue
+            began = time.monotonic()
+            r = guarded(summary, key, run, what, servers[name][1], key)
+            summary["loads"][key] = r if r is not None else "failed"
+            print(f"{key} ({time.monotonic() - began:.0f} s): {json.dumps(r, default=str)[:600]}", file=sys.stderr)
+            save()
+
+
 def guarded(summary: dict[str, Any], step: str, fn: Any, *args: Any) -> Any:
     """``fn(*args)``, or None with the error kept in the summary: one step failing leaves the others to run."""
     try:

@@ -16,7 +16,6 @@ share and unpacked retries come from its report.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import shutil
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from asr_bench import VOXLANE, run_json, serve_load_args
-from gpu_bench import GpuSampler, gpu_name, guarded, save_summary, stop
+from gpu_bench import GpuSampler, gpu_name, guarded, run_loads, save_summary, stop
 from gpu_frontend import start_both
 
 HERE = Path(__file__).resolve().parent
@@ -112,21 +111,14 @@ def main() -> int:
     print(f"ready: {summary['ready_s']}", file=sys.stderr)
     save()
     try:
-        for spec in args.load:
-            subset, names = spec.split(":")
-            for i, name in enumerate(names.split(",")):
-                key = f"{subset}-{name}-{i}"
-                if name not in servers:
-                    summary["loads"][key] = "no server"
-                    continue
-                if time.monotonic() - t0 > args.budget_s:
-                    summary["loads"][key] = "skipped: over --budget-s"
-                    continue
-                began = time.monotonic()
-                r = guarded(summary, key, load, servers[name][1], args.dataset, subset, args.scale, result_dir, key)
-                summary["loads"][key] = r if r is not None else "failed"
-                print(f"{key} ({time.monotonic() - began:.0f} s): {json.dumps(r, default=str)[:400]}", file=sys.stderr)
-                save()
+        run_loads(
+            args.load,
+            servers,
+            summary,
+            t0 + args.budget_s,
+            save,
+            lambda subset, url, key: load(url, args.dataset, subset, args.scale, result_dir, key),
+        )
     finally:
         for proc, _, _ in servers.values():
             stop(proc)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from asr_bench import VOXLANE
-from gpu_bench import GpuSampler, gpu_name, guarded, save_summary, stop
+from gpu_bench import GpuSampler, gpu_name, guarded, run_loads, save_summary, stop
 from gpu_frontend import realtime, start_both
 
 HERE = Path(__file__).resolve().parent
@@ -93,21 +93,14 @@ def main() -> int:
     print(f"ready: {summary['ready_s']}", file=sys.stderr)
     save_summary(result_dir, summary, args.pack)
     try:
-        for spec in args.load:
-            streams, names = spec.split(":")
-            for i, name in enumerate(names.split(",")):
-                key = f"{streams}-{name}-{i}"
-                if name not in servers:
-                    summary["loads"][key] = "no server"
-                    continue
-                if time.monotonic() - t0 > args.budget_s:
-                    summary["loads"][key] = "skipped: over --budget-s"
-                    continue
-                began = time.monotonic()
-                r = guarded(summary, key, live_load, servers[name][1], args.dataset, int(streams), result_dir, key)
-                summary["loads"][key] = r if r is not None else "failed"
-                print(f"{key} ({time.monotonic() - began:.0f} s): {json.dumps(r)[:600]}", file=sys.stderr)
-                save_summary(result_dir, summary, args.pack)
+        run_loads(
+            args.load,
+            servers,
+            summary,
+            t0 + args.budget_s,
+            lambda: save_summary(result_dir, summary, args.pack),
+            lambda streams, url, key: live_load(url, args.dataset, int(streams), result_dir, key),
+        )
     finally:
         for proc, _, _ in servers.values():
             stop(proc)
