@@ -6,6 +6,7 @@ HF_HUB_OFFLINE=1, a 4 s TTL and --model-load-wait-s 0 (a request for a model not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -112,7 +113,8 @@ def test_an_idle_model_unloads_after_its_ttl_and_the_next_request_loads_it_again
     page = httpx.get(url + "/metrics").text
     rss_loaded = metric(page, "voxlane_engine_process_resident_memory_bytes")
     loads = metric(page, "voxlane_engine_model_loads_total", model="whisper-base")
-    assert metric(page, "voxlane_engine_model_memory_bytes", model="whisper-base") > 50e6
+    took = metric(page, "voxlane_engine_model_memory_bytes", model="whisper-base")
+    assert took > 50e6
     deadline = time.monotonic() + TTL_S + 10
     while loaded(models_server)["whisper-base"]:
         assert time.monotonic() < deadline, "whisper-base stayed loaded past its TTL"
@@ -121,8 +123,8 @@ def test_an_idle_model_unloads_after_its_ttl_and_the_next_request_loads_it_again
     time.sleep(1.5)  # the engine's stats come once a second
     page = httpx.get(url + "/metrics").text
     freed = rss_loaded - metric(page, "voxlane_engine_process_resident_memory_bytes")
-    print(f"engine resident memory freed by the unload: {freed / 1e6:.0f} MB")
-    assert freed > 100e6  # whisper-base's replicas, handed back to the system
+    print(f"engine resident memory freed by the unload: {freed / 1e6:.0f} MB of the {took / 1e6:.0f} MB it took")
+    assert freed >= 0.6 * took  # whisper-base's replicas, handed back to the system
     assert metric(page, "voxlane_engine_model_unloads_total", model="whisper-base") >= 1
     again = httpx.post(url + "/v1/audio/transcriptions", files={"file": clip(dev_set).path.open("rb")},
                        data={"model": "whisper-base"}, timeout=120)  # fmt: skip
@@ -131,6 +133,43 @@ def test_an_idle_model_unloads_after_its_ttl_and_the_next_request_loads_it_again
     time.sleep(1.5)
     page = httpx.get(url + "/metrics").text
     assert metric(page, "voxlane_engine_model_loads_total", model="whisper-base") == loads + 1
+
+
+def test_twenty_loads_and_unloads_leave_the_engine_as_large_as_it_was(
+    hf_home: Path, tmp_path: Path, dev_set: list[Clip]
+) -> None:
+    """Two more names of tiny.en and room for one besides the default: each request loads its model and
+    unloads the other one. A model that stays alive after its unload grows the engine by its size (tiny.en:
+    about 70 MB) each time."""
+    tiny_en_repo(hf_home / "hub", "Systran/faster-whisper-tiny.en-copy")
+    names = ["Systran/faster-whisper-tiny.en", "Systran/faster-whisper-tiny.en-copy"]
+    with running_server(
+        "--max-loaded-models", "2", "--model-ttl-s", "0", "--data-dir", str(tmp_path),
+        env={"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"},
+    ) as srv:  # fmt: skip
+
+        def rss_after(k: int) -> float:
+            """The engine's resident memory once its stats show the k-th request's load."""
+            deadline = time.monotonic() + 10
+            while True:  # the engine's stats come once a second
+                page = httpx.get(srv.base_url + "/metrics").text
+                with contextlib.suppress(KeyError):  # not on the page before the engine's first stats of it
+                    if metric(page, "voxlane_engine_model_loads_total", model=names[k % 2]) == k // 2 + 1:
+                        return metric(page, "voxlane_engine_process_resident_memory_bytes")
+                assert time.monotonic() < deadline, "the engine's stats did not show the load"
+                time.sleep(0.2)  # polls the stats
+
+        rss = {}
+        for k in range(24):  # each request loads its model, unloading the other one
+            assert post(srv, "/v1/audio/transcriptions", clip(dev_set), model=names[k % 2]).status_code == 200
+            if k in (3, 23):  # the first loads grow the heap to its working size
+                rss[k] = rss_after(k)
+        unloads = sum(metric(httpx.get(srv.base_url + "/metrics").text, "voxlane_engine_model_unloads_total",
+                             model=name) for name in names)  # fmt: skip
+    grown = rss[23] - rss[3]
+    print(f"engine resident memory over 20 loads and unloads: {rss[3] / 1e6:.0f} -> {rss[23] / 1e6:.0f} MB")
+    assert unloads >= 20
+    assert grown <= 50e6
 
 
 def test_openai_names_work_through_the_openai_client(models_server: ServerProcess, dev_set: list[Clip]) -> None:

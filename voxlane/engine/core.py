@@ -26,6 +26,7 @@ Speech units go to ``self.tts`` (engine/tts.py), which has its own execution thr
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -369,7 +370,9 @@ class EngineCore:
         if runner is None:
             return
         before = resident_bytes()
+        runner.close()
         del runner
+        gc.collect()  # a cycle through the runner would keep its CTranslate2 threads until the next full collection
         release_freed_memory()
         log.info(
             "unloaded Whisper model %s (%s): %.0f MB resident freed", model, why, (before - resident_bytes()) / 1e6

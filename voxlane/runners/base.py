@@ -139,6 +139,10 @@ class Runner(Protocol):
 
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]: ...
 
+    def close(self) -> None:
+        """Free the model's memory now; the runner is not run again."""
+        ...
+
 
 class SpeechRunner(Protocol):
     def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:

@@ -32,6 +32,10 @@ class FakeRunner:
         self.passes: list[tuple[str, int, int, float]] = []
         """(request id, window index, pass, offset_s) of every pass, in the order they ran."""
         self._lock = threading.Lock()
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def run(self, batch: Sequence[WindowPass]) -> list[WindowOutput]:
         with self._lock:

@@ -115,6 +115,10 @@ class SilenceEncodings:
         self._cache: OrderedDict[float, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
     def __call__(self, floor: float) -> np.ndarray:
         key = round(floor, 2)
         with self._lock:

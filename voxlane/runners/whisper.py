@@ -22,9 +22,11 @@ import logging
 import math
 import threading
 import zlib
-from collections.abc import Sequence
-from functools import cache, lru_cache
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from functools import cache, partial
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import ctranslate2
 import numpy as np
@@ -42,6 +44,7 @@ from voxlane.runners.packing import SilenceEncodings
 from voxlane.text.repeats import cut_repeats
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TIME_PRECISION_S = 0.02  # one timestamp token
 TOKENS_PER_SECOND = 50  # encoder frames per second (mel frames / 2)
@@ -83,6 +86,42 @@ those that found nothing, or "Thank you.", 0-0.54 s (0-0.53 s)."""
 def compression_ratio(text: str) -> float:
     data = text.encode("utf-8")
     return len(data) / max(1, len(zlib.compress(data)))
+
+
+MEMO_SIZE = 1024
+"""Tokenizers, prompts and prefixes a runner keeps (each prompt text is one entry)."""
+
+
+class Memo:
+    """A bounded, thread-safe memo of computed values by key, least recently used dropped first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, key: Hashable, compute: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return cast(T, self._values[key])
+        value = compute()
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+def encode_array(model: ctranslate2.models.Whisper, features: np.ndarray) -> np.ndarray:
+    return np.asarray(model.encode(ctranslate2.StorageView.from_array(features), to_cpu=True))
 
 
 def model_n_mels(model_path: str | Path) -> int:
@@ -152,7 +191,11 @@ class WhisperRunner:
         """Windows with at most this many frames of audio may share an encoder pass (runners/packing.py); 0:
         none do. On a GPU the pack's output is spliced in host memory (1.1 MB a window for tiny.en) and goes
         back to the device with the decode."""
-        self.silence = SilenceEncodings(self._encode_array, n_mels)
+        self.silence = SilenceEncodings(partial(encode_array, model), n_mels)  # not a bound method: no cycle
+        self._memo = Memo(MEMO_SIZE)
+        """Tokenizers, prompts and prefixes by their arguments. The runner's own (functools.lru_cache on a
+        method is one cache for the class, holding every runner it saw: an unloaded model's weights stayed
+        resident for the life of the engine)."""
         self.is_multilingual = model.is_multilingual
         self.n_mels = n_mels
 
@@ -222,12 +265,25 @@ class WhisperRunner:
         short = np.ascontiguousarray(silence[None, :, : N_FRAMES // 10])  # 3 s, as a partial's features
         self.decoder.generate(self.model.encode(ctranslate2.StorageView.from_array(short)), [prompt], max_length=8)
 
-    @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
-    def tokenizer(self, task: str, language: str) -> Tokenizer:
-        return Tokenizer(self.hf_tokenizer, self.is_multilingual, task=task, language=language)
+    def close(self) -> None:
+        """Free the model's weights now (CTranslate2's ``unload_model``), whoever still holds the runner: the
+        engine unloads an idle model this way, then trims the heap (heap.release_freed_memory)."""
+        for replica in {id(self.model): self.model, id(self.decoder): self.decoder}.values():
+            if replica.model_is_loaded:
+                replica.unload_model()
+        self.silence.clear()
+        self._memo.clear()
 
-    @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
+    def tokenizer(self, task: str, language: str) -> Tokenizer:
+        return self._memo(
+            ("tokenizer", task, language),
+            lambda: Tokenizer(self.hf_tokenizer, self.is_multilingual, task=task, language=language),
+        )
+
     def _prompt_tokens(self, language: str, options: TranscribeOptions) -> tuple[int, ...]:
+        return self._memo(("prompt", language, options), lambda: self._make_prompt_tokens(language, options))
+
+    def _make_prompt_tokens(self, language: str, options: TranscribeOptions) -> tuple[int, ...]:
         """Whisper's prompt: the request's ``prompt`` after <|startofprev|>, then the start-of-transcript
         sequence. A continuation gets the same prompt as its window, not the text of the passes before it:
         on the dev set that text made continuations over pauses repeat earlier sentences ("You know this is
@@ -252,12 +308,14 @@ class WhisperRunner:
         """<|notimestamps|> for a packed window (runners/packing.py), nothing for the others."""
         return (self.tokenizer(work.options.task, language).no_timestamps,) if work.packed else ()
 
-    @lru_cache(maxsize=256)  # noqa: B019 - the runner lives as long as its process
     def _prefix_tokens(self, task: str, language: str, prefix: str) -> tuple[int, ...]:
         """A forced prefix's tokens (``TranscribeOptions.prefix``). CTranslate2 forces them one decoder
         step each (~4 ms on tiny.en) and returns them at the head of the result, where ``_generate_rows``
         takes them off."""
-        return tuple(self.tokenizer(task, language).encode(" " + prefix.strip())[-MAX_PREFIX_TOKENS:])
+        return self._memo(
+            ("prefix", task, language, prefix),
+            lambda: tuple(self.tokenizer(task, language).encode(" " + prefix.strip())[-MAX_PREFIX_TOKENS:]),
+        )
 
     # --- the batch -------------------------------------------------------------------------------
 
@@ -389,9 +447,6 @@ class WhisperRunner:
                 spliced[i] = packing.splice(out[len(alone) + k], silence, span)
                 batch[i].packed = True
         return ctranslate2.StorageView.from_array(spliced)
-
-    def _encode_array(self, features: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model.encode(ctranslate2.StorageView.from_array(features), to_cpu=True))
 
     def _languages(self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView) -> list[str]:
         languages = [w.options.language or "en" for w in batch]
