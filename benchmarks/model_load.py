@@ -8,6 +8,11 @@ by while it loaded) and, once the TTL has passed, ``unloaded ... N MB resident f
 order over ``--rounds`` rounds (the host's speed drifts).
 
     .venv/bin/python benchmarks/model_load.py --rounds 2
+
+``--cycles N``: one server whose default is the first model, the second loaded by a request and unloaded by
+the TTL N times over; the engine's resident memory with it loaded and after each unload, from /metrics.
+
+    .venv/bin/python benchmarks/model_load.py --cycles 20
 """
 
 from __future__ import annotations
@@ -68,6 +73,58 @@ def measure(model: str, default: str, clip: Path, log_path: Path, ttl_s: float) 
     return float(loaded.group(2)), int(loaded.group(3)), int(unloaded.group(2))
 
 
+def metric(page: str, name: str, model: str | None = None) -> float:
+    label = f'{{model="{model}"}}' if model else ""
+    for line in page.splitlines():
+        if line.startswith(name + label + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise KeyError(name + label)
+
+
+def cycles(default: str, model: str, clip: Path, n: int, ttl_s: float, log_path: Path) -> None:
+    """``n`` loads and unloads of ``model`` in one server; prints the engine's memory at each."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [*VOXLANE, "serve", "--port", str(port), "--model", default, "--model", model, "--model-ttl-s",
+             str(ttl_s), "--model-load-wait-s", "120"],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+        try:
+            if not wait_ready(url, server, 300):
+                raise SystemExit(f"the server did not become ready; see {log_path}")
+
+            def stats_after(unloads: int) -> str:
+                while True:  # the engine's stats come once a second
+                    page = httpx.get(url + "/metrics").text
+                    try:
+                        if metric(page, "voxlane_engine_model_unloads_total", model) >= unloads:
+                            return page
+                    except KeyError:
+                        pass
+                    time.sleep(0.2)
+
+            first = None
+            print(f"{'cycle':>5}{'MB loaded':>12}{'model MB':>10}{'MB after unload':>17}{'MB freed':>10}")
+            for i in range(n):
+                r = httpx.post(f"{url}/v1/audio/transcriptions", files={"file": clip.open("rb")},
+                               data={"model": model}, timeout=180)  # fmt: skip
+                r.raise_for_status()
+                time.sleep(1.2)
+                page = httpx.get(url + "/metrics").text
+                rss = metric(page, "voxlane_engine_process_resident_memory_bytes")
+                took = metric(page, "voxlane_engine_model_memory_bytes", model)
+                after = metric(stats_after(i + 1), "voxlane_engine_process_resident_memory_bytes")
+                first = after if first is None else first
+                mb = (rss / 1e6, took / 1e6, after / 1e6, (rss - after) / 1e6)
+                print(f"{i + 1:>5}{mb[0]:>12.0f}{mb[1]:>10.0f}{mb[2]:>17.0f}{mb[3]:>10.0f}")
+            print(f"after the unloads: {first / 1e6:.0f} -> {after / 1e6:.0f} MB ({(after - first) / 1e6:+.0f} MB)")
+        finally:
+            server.terminate()
+            server.wait(30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="whisper-tiny.en,whisper-base", help="two models, comma-separated")
@@ -75,10 +132,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="A B, then B A, ... (default 2)")
     parser.add_argument("--ttl-s", type=float, default=3.0)
     parser.add_argument("--result-dir", default="results/model-load")
+    parser.add_argument("--cycles", type=int, default=0, help="load and unload the second model N times in one server")
     args = parser.parse_args()
     models = args.models.split(",")
     result_dir = Path(args.result_dir)
     result_dir.mkdir(parents=True, exist_ok=True)
+    if args.cycles:
+        cycles(models[0], models[1], Path(args.clip), args.cycles, args.ttl_s, result_dir / "cycles.log")
+        return 0
     runs: dict[str, list[tuple[float, int, int]]] = {m: [] for m in models}
     for i in range(args.rounds):
         for model in models if i % 2 == 0 else models[::-1]:
