@@ -39,10 +39,10 @@ from voxlane.runners.base import WindowPass  # noqa: E402
 from voxlane.runners.whisper import WhisperRunner  # noqa: E402
 
 
-def parse(config: str) -> tuple[float, float | None, float]:
+def parse(config: str) -> tuple[float, float | None, float, int]:
     parts = dict(p.split("=") for p in config.split("+"))
     doubt = float(parts["doubt"]) if "doubt" in parts else None
-    return float(parts.get("pad", 0)), doubt, float(parts.get("max", base.SHORT_MAX_S))
+    return float(parts.get("pad", 0)), doubt, float(parts.get("max", base.SHORT_MAX_S)), int(parts.get("beam", 1))
 
 
 def main() -> int:
@@ -52,6 +52,7 @@ def main() -> int:
     parser.add_argument("--configs", default="pad=0,pad=5,pad=10,pad=0+doubt=-0.5,pad=5+doubt=-0.5")
     parser.add_argument("--rounds", type=int, default=1, help="each configuration this many times, in turn")
     parser.add_argument("--short-files", action="store_true", help="the files of 15 s or less too, whole")
+    parser.add_argument("--texts", help="write each configuration's piece texts to this JSON file")
     args = parser.parse_args()
     runner = WhisperRunner.load(EngineConfig(model_path=str(default_model_path()), engine_workers=1))
     manifest = Path(args.dataset)
@@ -70,9 +71,10 @@ def main() -> int:
     totals = {c: [0, 0, 0, 0] for c in configs}
     times = {c: [] for c in configs}
     per_file: dict[str, dict[str, str]] = {c: {} for c in configs}
+    texts_of: dict[str, dict[str, list[str]]] = {c: {} for c in configs}
     for _ in range(args.rounds):
         for config in configs:
-            pad_s, doubt, max_s = parse(config)
+            pad_s, doubt, max_s, runner.beam_size = parse(config)
             base.SHORT_MAX_S = whisper.SHORT_MAX_S = max_s
             runner.short_pad_frames = round(pad_s * FRAMES_PER_SECOND)
             runner.doubt_beam_size, runner.doubt_log_prob = (5, doubt) if doubt is not None else (0, -0.5)
@@ -90,6 +92,7 @@ def main() -> int:
                 score = [score[0] + w.substitutions, score[1] + w.deletions, score[2] + w.insertions,
                          score[3] + len(normalise(ref).split())]  # fmt: skip
                 per_file[config][name] = f"{w.substitutions}/{w.deletions}/{w.insertions}"
+                texts_of[config][name] = texts
             times[config].append(time.perf_counter() - started)
             totals[config] = score
             wer = 100 * sum(score[:3]) / score[3]
@@ -103,6 +106,8 @@ def main() -> int:
             f"{config:<22}{100 * (s + d + i) / n:>7.2f}%  {s}/{d}/{i}  {', '.join(f'{t:.1f}' for t in times[config])}"
         )
     print(json.dumps(per_file, indent=1))
+    if args.texts:
+        Path(args.texts).write_text(json.dumps(texts_of, indent=1))
     return 0
 
 

@@ -175,7 +175,21 @@ class EngineConfig:
     )
     """On: a 30 s window's encoder pass 363 -> 286 ms on 1 thread and 208 -> 135 ms on 2 (no page faults
     after the first window), and the engine's resident memory stays at its peak (docs/engine-config.md)."""
-    beam_size: int = setting(1, "beam size; 1 = greedy decoding, the fastest on CPU", minimum=1)
+    beam_size: int = setting(
+        1,
+        "beam size of a window's decode while the engine keeps up (--adaptive-queue-s); 1 = greedy decoding, "
+        "the fastest on CPU",
+        minimum=1,
+    )
+    adaptive_queue_s: float = setting(
+        0.0,
+        "seconds of queued work (windows waiting, at the engine's measured cost per window) past which a batch "
+        "is decoded greedily, with the doubt beam (--doubt-beam-size), instead of at --beam-size; 0 = always "
+        "at --beam-size",
+        minimum=0.0,
+    )
+    """Load-adaptive decoding (engine/scheduler.py ``decode_beam``): a lone request gets the wide beam, and a
+    queue long enough that the beam would slow the engine down gets greedy decodes."""
     pack_short_s: float = setting(
         0.0,
         "windows whose audio lasts at most this many seconds (short requests, the last window of a long one) "
@@ -444,6 +458,13 @@ class ServerConfig:
     )
     """'none' is OpenAI's default and measured more accurate on the dev set: Silero missed seconds of real
     speech there."""
+    decode_timestamps: str = setting(
+        "always",
+        "when Whisper decodes with its timestamp tokens: always, or when-asked (only where the response shows "
+        "times: verbose_json, srt, vtt, diarized_json, word timestamps); without them a window is read in one "
+        "pass, as one segment",
+        choices=("always", "when-asked"),
+    )
     max_transcription_requests: int = setting(
         64,
         "transcription and translation requests at once (from the upload to the answer, or to the start of "

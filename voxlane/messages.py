@@ -31,6 +31,10 @@ class TranscribeOptions(msgspec.Struct, frozen=True):
     logprobs: bool = False
     """Give each segment its tokens' log-probabilities (``include[]=logprobs``), from the word alignment's
     pass (the same pass as ``word_timestamps``)."""
+    timestamps: bool = True
+    """Decode with Whisper's timestamp tokens: segments with their times, and continuation passes where a
+    decode stops before its window's audio does. False where the response shows no times (json or text,
+    no word timestamps; --decode-timestamps): one segment per window, decoded in one pass."""
 
 
 class WindowRequest(msgspec.Struct, tag="window"):
@@ -152,6 +156,8 @@ class Segment(msgspec.Struct):
     words: list[Word] | None = None
     logprobs: list[TokenLogprob] | None = None
     """One per text token, when the request asked for them (TranscribeOptions.logprobs)."""
+    beam_size: int = 1
+    """The beam of the decode that read it (1: greedy, and the temperature fallback's sampled decodes)."""
 
 
 class WindowResult(msgspec.Struct, tag="result"):
@@ -170,6 +176,9 @@ class WindowResult(msgspec.Struct, tag="result"):
     """It was encoded on a short window (``--short-window-pad-s``, ``--short-final-pad-s``) and read there."""
     whole_retry: bool = False
     """A live final whose short read looped, decoded again on all 30 s (``--short-final-pad-s``)."""
+    beam_size: int = 1
+    """The beam of the window's first decode: the request's, or the scheduler's load-adaptive choice
+    (``--beam-size`` while the engine keeps up, else 1 with the doubt beam)."""
 
 
 class SpeakerResult(msgspec.Struct, tag="speakers"):

@@ -119,6 +119,8 @@ class TranscriptionSegment(BaseModel):
     avg_logprob: float
     compression_ratio: float
     no_speech_prob: float
+    beam_size: int = 1
+    """voxlane's: the beam of the decode that read the segment (1: greedy; load-adaptive decoding picks it)."""
 
 
 class Usage(BaseModel):

@@ -138,6 +138,19 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
         help="which to run: server, faster-whisper, fw-batched-vad (default: all)",
     )
     accuracy.set_defaults(func=_guard(_accuracy))
+
+    compare = bench_sub.add_parser(
+        "compare",
+        help="two or more accuracy runs on the same files, compared file by file (paired bootstrap, sign test)",
+        description="Each run against the first: corpus WER, the difference with a 95% interval from a paired "
+        "bootstrap over files, and a sign test over the files that read differently; with --dataset, WER "
+        "and S/D/I per subset (the manifest's 'subset' field). A run is a result JSON of 'bench accuracy "
+        "--save-result', as PATH (its server) or PATH:SYSTEM (server, faster-whisper, fw-batched-vad).",
+    )
+    compare.add_argument("runs", nargs="+", metavar="RUN", help="PATH or PATH:SYSTEM; the first is the baseline")
+    compare.add_argument("--dataset", help="the runs' manifest (JSONL): WER per subset too")
+    compare.add_argument("--draws", type=int, default=10_000, help="bootstrap resamples (default: 10000)")
+    compare.set_defaults(func=_guard(_compare))
     _add_diarize_parser(bench_sub)
     _add_speech_parsers(bench_sub)
 
@@ -352,6 +365,21 @@ def _engine(args: argparse.Namespace) -> int:
     if args.save_result or args.result_filename:
         name = args.result_filename or f"engine-{time.strftime('%Y%m%d-%H%M%S')}.json"
         print(f"saved {report.save_json(result, args.result_dir, name)}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from voxlane.bench import paired
+
+    if len(args.runs) < 2 and not args.dataset:
+        raise ValueError("compare needs two runs (or one run and --dataset for its subsets)")
+    out = paired.report(args.runs, Path(args.dataset) if args.dataset else None, args.draws)
+    for name, c in out["comparisons"].items():
+        print(paired.format_comparison(c, "A", "B"), f"(A = {args.runs[0]}, B = {name})")
+    if "subsets" in out:
+        print(paired.format_subsets(out["subsets"]))
     return 0
 
 

@@ -121,6 +121,8 @@ class EngineCore:
             short_pad_frames=round(config.short_window_pad_s * FRAMES_PER_SECOND),
             live_batch_size=config.live_batch_size,
             final_pad_frames=round(config.short_final_pad_s * FRAMES_PER_SECOND),
+            beam_size=config.beam_size,
+            adaptive_queue_s=config.adaptive_queue_s,
         )
         self.requests: dict[str, RequestState] = {}
         self._aborted: OrderedDict[str, None] = OrderedDict()

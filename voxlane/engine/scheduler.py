@@ -28,6 +28,12 @@ Contract:
   cost 15 s each); one to a batch, finals p50 1.08-1.12 s against 1.14-1.19 s and p95 2.26-2.31 s against
   2.46-2.52 s. On a GPU a batch of 16 costs about what one window costs, so the finals (or partials) of
   different sessions that are due together share one there (docs/asr-engine.md, seventh round).
+- Load-adaptive decoding: each batch of batch work leaves with the beam its windows are decoded at
+  (``WindowPass.beam_size``, ``decode_beam``): ``beam_size`` while the windows still queued behind it would
+  take the engine at most ``adaptive_queue_s`` at its measured cost per window, else 1 (greedy; the runner's
+  doubt beam then decodes again the windows it doubts). A lone request gets the wide beam; a queue that the
+  beam would keep growing gets greedy decodes, and the beam comes back as the queue drains. Every window of
+  a batch gets the same beam, so a window reads the same whatever its neighbours at that beam.
 """
 
 from __future__ import annotations
@@ -68,8 +74,13 @@ class AsrScheduler:
         short_pad_frames: int = 0,
         live_batch_size: int = 1,
         final_pad_frames: int = 0,
+        beam_size: int = 1,
+        adaptive_queue_s: float = 0.0,
     ) -> None:
         self.max_batch_size = max_batch_size
+        self.beam_size = beam_size
+        self.adaptive_queue_s = adaptive_queue_s
+        """Seconds of queued work past which batches are decoded greedily (0: always at ``beam_size``)."""
         self.live_batch_size = live_batch_size
         self._live_reach = 0.0
         """The longest deadline of the live work queued so far: no queued live work is due later than now plus
@@ -148,6 +159,12 @@ class AsrScheduler:
         )
         return max(1, min(self.live_batch_size, -(-(same + 1) // free_workers)))
 
+    def decode_beam(self, queued: int) -> int:
+        """The beam of a batch of batch work that leaves ``queued`` windows in the queue behind it."""
+        if self.beam_size <= 1 or self.adaptive_queue_s <= 0:
+            return self.beam_size
+        return self.beam_size if queued * self.window_cost_s <= self.adaptive_queue_s else 1
+
     def next_batch(self, now: float, live_only: bool = False, free_workers: int = 1) -> list[WindowWork] | None:
         """The next batch when one is due. ``live_only``: only live work may start now (the core keeps a
         worker for it); batch windows keep their places. ``free_workers``: the engine's workers free now,
@@ -201,4 +218,8 @@ class AsrScheduler:
                 if not siblings:
                     del self._by_request[work.request_id]
         self._live -= len(batch)
+        if key is not None and not key[3]:
+            beam = self.decode_beam(self._live)
+            for work in batch:
+                work.beam_size = beam
         return batch

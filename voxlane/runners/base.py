@@ -41,6 +41,9 @@ class WindowPass:
     packed: bool = field(default=False, init=False)
     """Set by the runner for the decode under way: the window shared an encoder pass with other windows
     (runners/packing.py) and is decoded without timestamp tokens."""
+    beam_size: int | None = field(default=None, init=False)
+    """Set by the scheduler: the beam of this pass's first decode (load-adaptive decoding); None: the
+    runner's ``--beam-size``. A window's own ``TranscribeOptions.beam_size`` (live work) goes first."""
     whole: bool = field(default=False, init=False)
     """Set by the runner: a live final whose short encoding read a loop is decoded again on all 30 s
     (``is_short`` is then False)."""

@@ -133,11 +133,18 @@ def model_n_mels(model_path: str | Path) -> int:
 
 
 class _Decoded:
-    __slots__ = ("avg_logprob", "compression_ratio", "no_speech_prob", "temperature", "text", "tokens")
+    __slots__ = ("avg_logprob", "beam_size", "compression_ratio", "no_speech_prob", "temperature", "text", "tokens")
 
     def __init__(
-        self, tokens: list[int], avg_logprob: float, no_speech_prob: float, temperature: float, text: str
+        self,
+        tokens: list[int],
+        avg_logprob: float,
+        no_speech_prob: float,
+        temperature: float,
+        text: str,
+        beam_size: int = 1,
     ) -> None:
+        self.beam_size = beam_size
         self.tokens = tokens
         self.avg_logprob = avg_logprob
         self.no_speech_prob = no_speech_prob
@@ -305,8 +312,16 @@ class WhisperRunner:
         return (*prompt, *tok.sot_sequence)
 
     def _no_timestamps(self, work: WindowPass, language: str) -> tuple[int, ...]:
-        """<|notimestamps|> for a packed window (runners/packing.py), nothing for the others."""
-        return (self.tokenizer(work.options.task, language).no_timestamps,) if work.packed else ()
+        """<|notimestamps|> for a packed window (runners/packing.py) and one whose request shows no times
+        (``TranscribeOptions.timestamps``), nothing for the others."""
+        if work.packed or not work.options.timestamps:
+            return (self.tokenizer(work.options.task, language).no_timestamps,)
+        return ()
+
+    def beam_for(self, work: WindowPass) -> int:
+        """The beam of the window's first decode: its request's (live work), the scheduler's choice, or
+        ``--beam-size``."""
+        return work.options.beam_size or work.beam_size or self.beam_size
 
     def _prefix_tokens(self, task: str, language: str, prefix: str) -> tuple[int, ...]:
         """A forced prefix's tokens (``TranscribeOptions.prefix``). CTranslate2 forces them one decoder
@@ -379,7 +394,13 @@ class WhisperRunner:
         for work, language, result in zip(batch, languages, decoded):
             segments, resume_s = self._segments(work, language, result)
             result_msg = WindowResult(
-                work.request_id, work.msg.index, language, segments, packed=work.packed, short=self.is_short(work)
+                work.request_id,
+                work.msg.index,
+                language,
+                segments,
+                packed=work.packed,
+                short=self.is_short(work),
+                beam_size=self.beam_for(work),
             )
             outputs.append(WindowOutput(result_msg, resume_s))
         for i, again in zip(thin, retried if thin else []):
@@ -519,7 +540,7 @@ class WhisperRunner:
         window already decoded with a beam at least as wide."""
         if self.doubt_beam_size <= 1 or work.msg.deadline_s is not None or decoded.is_silence:
             return False
-        if (work.options.beam_size or self.beam_size) >= self.doubt_beam_size:
+        if self.beam_for(work) >= self.doubt_beam_size:
             return False
         return decoded.avg_logprob < self.doubt_log_prob or decoded.compression_ratio > COMPRESSION_RATIO_THRESHOLD
 
@@ -563,7 +584,7 @@ class WhisperRunner:
         beam size (``TranscribeOptions.beam_size``) go in separate calls."""
         groups: dict[tuple[int, int], list[int]] = {}
         for i in rows:
-            width = beam_size or batch[i].options.beam_size or self.beam_size
+            width = beam_size or self.beam_for(batch[i])
             groups.setdefault((len(prompts[i]), width), []).append(i)
         decoded: dict[int, _Decoded] = {}
         for (_, beam_size), group in groups.items():
@@ -619,7 +640,8 @@ class WhisperRunner:
                     tokens = tokens[len(forced) :]
             tok = self.tokenizer(work.options.task, lang)
             text = tok.decode([t for t in tokens if t < tok.eot])
-            decoded.append(_Decoded(tokens, avg_logprob, out.no_speech_prob, temperature, text))
+            width = beam_size if temperature == 0 else 1
+            decoded.append(_Decoded(tokens, avg_logprob, out.no_speech_prob, temperature, text, width))
         return decoded
 
     def _segments(self, work: WindowPass, language: str, decoded: _Decoded) -> tuple[list[Segment], float | None]:
@@ -678,6 +700,7 @@ class WhisperRunner:
                     compression_ratio=decoded.compression_ratio,
                     no_speech_prob=decoded.no_speech_prob,
                     temperature=decoded.temperature,
+                    beam_size=decoded.beam_size,
                 )
             )
         if resume_s is None and segments:

@@ -62,6 +62,13 @@ class Metrics:
             "voxlane_audio_seconds", "Seconds of audio transcribed successfully.", registry=registry
         )
         self.windows = Counter("voxlane_windows", "30 s windows transcribed.", registry=registry)
+        self.windows_by_beam = Counter(
+            "voxlane_windows_by_beam",
+            "Windows transcribed, by the beam of their first decode (1: greedy; load-adaptive decoding, "
+            "--adaptive-queue-s).",
+            ["beam_size"],
+            registry=registry,
+        )
         self.windows_packed = Counter(
             "voxlane_windows_packed",
             "Windows of those that shared an encoder pass with other short windows (--pack-short-s).",

@@ -190,6 +190,7 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
         temperature=params.temperature,
         word_timestamps="word" in params.timestamp_granularities or diarization is not None,
         logprobs="logprobs" in params.include,
+        timestamps=state.config.decode_timestamps == "always" or params.response_format not in ("json", "text"),
     )
     job = _Job(state, audio, options, arrived_s, model, diarization)
     if params.stream:
@@ -413,6 +414,7 @@ class _Job:
                     if result.index == 0:
                         metrics.first_text_seconds.observe(time.perf_counter() - self.arrived_s)
                     metrics.windows.inc()
+                    metrics.windows_by_beam.labels(str(result.beam_size)).inc()
                     metrics.windows_packed.inc(result.packed)
                     metrics.windows_unpacked_retries.inc(result.unpacked_retry)
                     metrics.continuations.inc(result.passes - 1)
@@ -638,6 +640,7 @@ def _render(
                 avg_logprob=s.avg_logprob,
                 compression_ratio=s.compression_ratio,
                 no_speech_prob=s.no_speech_prob,
+                beam_size=s.beam_size,
             )
             for i, s in enumerate(segments)
         ]
