@@ -9,7 +9,7 @@ from typing import Any
 
 class ModelSpy:
     """Forwards every method call to ``model`` and records (method, frames of an ``encode``'s input, keyword
-    arguments) in ``calls``, which several spies may share."""
+    arguments, and a ``generate``'s prompts as ``prompts``) in ``calls``, which several spies may share."""
 
     def __init__(self, model: Any, calls: list[tuple[str, int | None, dict[str, Any]]]) -> None:
         self.model = model
@@ -20,7 +20,8 @@ class ModelSpy:
 
         def spied(*args: Any, **kwargs: Any) -> Any:
             frames = args[0].shape[2] if name == "encode" else None
-            self.calls.append((name, frames, kwargs))
+            recorded = {**kwargs, "prompts": args[1]} if name == "generate" else kwargs
+            self.calls.append((name, frames, recorded))
             return method(*args, **kwargs)
 
         return spied

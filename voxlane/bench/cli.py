@@ -151,6 +151,16 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("--dataset", help="the runs' manifest (JSONL): WER per subset too")
     compare.add_argument("--draws", type=int, default=10_000, help="bootstrap resamples (default: 10000)")
     compare.set_defaults(func=_guard(_compare))
+
+    check = bench_sub.add_parser(
+        "check-dataset",
+        help="a dev set's manifest against its files: fields, presence, SHA-256 and duration of each",
+        description="Check that every row of a dev set's manifest (JSONL) names audio, text, duration_s, source, "
+        "license and sha256, that each file is there with that SHA-256 and decodes to that duration (within "
+        "0.05 s); print the totals, or each problem and exit 1.",
+    )
+    check.add_argument("manifest", help="the manifest (JSONL); audio paths are relative to it")
+    check.set_defaults(func=_guard(_check_dataset))
     _add_diarize_parser(bench_sub)
     _add_speech_parsers(bench_sub)
 
@@ -365,6 +375,31 @@ def _engine(args: argparse.Namespace) -> int:
     if args.save_result or args.result_filename:
         name = args.result_filename or f"engine-{time.strftime('%Y%m%d-%H%M%S')}.json"
         print(f"saved {report.save_json(result, args.result_dir, name)}")
+    return 0
+
+
+def _check_dataset(args: argparse.Namespace) -> int:
+    import json
+    from collections import Counter
+    from pathlib import Path
+
+    from voxlane.bench.datasets import check_manifest
+
+    path = Path(args.manifest)
+    if not path.is_file():
+        raise ValueError(f"no manifest at {path}")
+    problems = check_manifest(path)
+    for problem in problems:
+        print(problem)
+    if problems:
+        return 1
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    subsets = Counter(row.get("subset", "-") for row in rows)
+    words = sum(len(row["text"].split()) for row in rows)
+    minutes = sum(float(row["duration_s"]) for row in rows) / 60
+    sources = {s.split(":")[0] for row in rows for s in row["source"].split(" + ")}
+    print(f"{len(rows)} files, {minutes:.1f} min, {words} words, {len(sources)} sources; "
+          f"subsets: {', '.join(f'{k} {v}' for k, v in sorted(subsets.items()))}")  # fmt: skip
     return 0
 
 

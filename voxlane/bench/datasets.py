@@ -217,3 +217,53 @@ def _duration_s(data: bytes, path: Path) -> float:
         return decode_audio(data, 24 * 3600.0).duration_s
     except Exception as exc:
         raise DatasetError(f"{path}: not audio that can be decoded ({exc})") from None
+
+
+REQUIRED_FIELDS = ("audio", "text", "duration_s", "source", "license", "sha256")
+"""What each row of a dev set's manifest holds (``check_manifest``): where the audio is, its reference, its
+length, where it came from, under which licence, and the SHA-256 of the stored file."""
+DURATION_TOLERANCE_S = 0.05
+
+
+def check_manifest(path: Path) -> list[str]:
+    """What is wrong with a dev set (empty: nothing): rows without the required fields, audio files that
+    are missing, whose SHA-256 differs from the manifest's, or whose decoded length differs from its
+    ``duration_s`` by more than DURATION_TOLERANCE_S, and audio paths listed twice."""
+    import hashlib
+
+    problems: list[str] = []
+    seen: set[str] = set()
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path.name}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: not JSON ({exc.msg})")
+            continue
+        missing = [f for f in REQUIRED_FIELDS if f not in row]
+        if missing:
+            problems.append(f"{where}: no {', '.join(missing)}")
+            continue
+        if row["audio"] in seen:
+            problems.append(f"{where}: {row['audio']} is listed twice")
+        seen.add(row["audio"])
+        audio = path.parent / row["audio"]
+        if not audio.is_file():
+            problems.append(f"{where}: {row['audio']} is missing")
+            continue
+        data = audio.read_bytes()
+        if hashlib.sha256(data).hexdigest() != row["sha256"]:
+            problems.append(f"{where}: {row['audio']} has another SHA-256 than the manifest's")
+            continue
+        try:
+            duration = _duration_s(data, audio)
+        except DatasetError as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        if abs(duration - float(row["duration_s"])) > DURATION_TOLERANCE_S:
+            problems.append(f"{where}: {row['audio']} lasts {duration:.3f} s, the manifest says {row['duration_s']}")
+    if not seen and not problems:
+        problems.append(f"{path}: no rows")
+    return problems
