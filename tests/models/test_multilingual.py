@@ -133,3 +133,26 @@ def test_italian_hint_transcribes_italian(multilingual_server: ServerProcess, it
     english = _italian_words(multilingual_server, italian_wav, "en")
     assert len(italian) >= 5, italian  # the hint reached the decoder: Italian words, spelt as Italian
     assert len(english) <= 2, english  # and it is the hint that made them so
+
+
+def test_a_short_window_s_language_is_detected_on_30_s(multilingual_model_dir: Path, dev_set: list[Clip]) -> None:
+    """A clip of a few seconds is encoded short, but its language is told on a 30 s encoding: on the short
+    one whisper-base read this English sentence as Welsh."""
+    from tests.models.spy import spied_runner
+    from voxlane.audio.decode import decode_audio
+    from voxlane.audio.pipeline import window_features
+    from voxlane.config import EngineConfig
+    from voxlane.messages import TranscribeOptions, WindowRequest
+    from voxlane.runners.base import WindowPass
+    from voxlane.runners.whisper import WhisperRunner
+
+    runner = WhisperRunner.load(EngineConfig(model_path=str(multilingual_model_dir), engine_workers=1))
+    english = next(c for c in dev_set if c.path.name == "vctk_p225_020.opus")
+    features, n_frames, speech = window_features(decode_audio(english.path.read_bytes(), 60.0).samples, 80, 0.0)
+    msg = WindowRequest("r", 0, 1, 0.0, english.duration_s, n_frames, 80, TranscribeOptions(), speech)
+    with spied_runner(runner) as calls:
+        (out,) = runner.run([WindowPass(msg, features)])
+    encodes = [frames for name, frames, _ in calls if name == "encode"]
+    assert encodes[0] < 3000 and 3000 in encodes[1:]  # the window short, its language on 30 s
+    assert out.result.short and out.result.language == "en"
+    assert wer([english.text], ["".join(s.text for s in out.result.segments)]) <= 0.2

@@ -149,7 +149,7 @@ def table(items: Sequence[AudioSample], runs: Sequence[SystemRun], normalise: Ca
                 continue
             s = score(item.text or "", text, normalise)
             totals[run.name] += s
-            row[run.name] = s.as_dict()
+            row[run.name] = s.as_dict() | {"text": text}
         files.append(row)
     return {
         "files": files,

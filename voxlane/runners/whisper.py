@@ -380,7 +380,7 @@ class WhisperRunner:
         may_pack: bool = True,
     ) -> list[WindowOutput]:
         encoded = self._encode(batch, features, encoder, may_pack)
-        languages = self._languages(batch, encoded)
+        languages = self._languages(batch, encoded, encoder, features.shape[2])
         decoded = self._generate(batch, encoded, languages)
         thin = [
             i
@@ -469,13 +469,23 @@ class WhisperRunner:
                 batch[i].packed = True
         return ctranslate2.StorageView.from_array(spliced)
 
-    def _languages(self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView) -> list[str]:
+    def _languages(
+        self, batch: Sequence[WindowPass], encoded: ctranslate2.StorageView, encoder: ctranslate2.models.Whisper,
+        width: int,
+    ) -> list[str]:  # fmt: skip
+        """Each window's language: its request's, else detected on the window (a multilingual model).
+        Detection reads a 30 s encoding: on a short one (``is_short``) whisper-base took English for Welsh."""
         languages = [w.options.language or "en" for w in batch]
         if not self.is_multilingual:
             return ["en"] * len(batch)
         unknown = [i for i, w in enumerate(batch) if not w.options.language]
         if unknown:
-            detected = self.decoder.detect_language(_take(encoded, unknown, len(batch)))
+            if width < N_FRAMES and all(batch[i].features.shape[1] >= N_FRAMES for i in unknown):
+                whole = np.stack([batch[i].features[:, :N_FRAMES] for i in unknown])
+                source = encoder.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(whole)))
+            else:
+                source = _take(encoded, unknown, len(batch))
+            detected = self.decoder.detect_language(source)
             for i, candidates in zip(unknown, detected):
                 languages[i] = candidates[0][0][2:-2]  # '<|de|>' -> 'de'
         return languages
