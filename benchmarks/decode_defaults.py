@@ -90,8 +90,10 @@ def main() -> int:
             started = time.monotonic()
             result = run_config(name, flags, args.dataset, level, result_dir, tag)
             total = result["total"]["server"]
+            p99 = (result.get("health_p99_ms") or {}).get("server", float("nan"))
             print(f"[{level} at once] {name}: WER {100 * total['wer']:.2f}% ({total['sub']}/{total['del']}/"
-                  f"{total['ins']}), RTFx {rtfx(result):.1f}, windows by beam {result['beams']} "
+                  f"{total['ins']}), RTFx {rtfx(result):.1f}, /health p99 {p99:.1f} ms, windows by beam "
+                  f"{result['beams']} "
                   f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
             runs[name].append(str(result_dir / f"{tag}.json"))
         base = configs[0][0]

@@ -75,6 +75,8 @@ class SystemRun:
     """One per file; None where the request failed."""
     wall_s: float
     errors: list[str] = field(default_factory=list)
+    health_p99_ms: float | None = None
+    """/health's 99th-percentile latency during the run (``--probe-health``; the server's run only)."""
 
 
 def run_server(opts: Any, items: Sequence[AudioSample]) -> SystemRun:
@@ -82,11 +84,12 @@ def run_server(opts: Any, items: Sequence[AudioSample]) -> SystemRun:
     ``bench serve``); the texts in dataset order."""
     import dataclasses
 
-    from voxlane.bench import runner
+    from voxlane.bench import metrics, runner
     from voxlane.bench.datasets import request_order
 
-    opts = dataclasses.replace(opts, num_prompts=len(items), probe_health=None)
+    opts = dataclasses.replace(opts, num_prompts=len(items))
     outcome = runner.run(opts, items)
+    health = metrics.percentile([1000 * t for t in outcome.probe.latencies_s], 99) if outcome.probe else None
     order = request_order(len(items), len(items), opts.seed)
     texts: list[str | None] = [None] * len(items)
     errors = []
@@ -95,7 +98,7 @@ def run_server(opts: Any, items: Sequence[AudioSample]) -> SystemRun:
             texts[i] = out.text
         else:
             errors.append(f"{items[i].name}: {out.error}")
-    return SystemRun("server", texts, outcome.wall_s, errors)
+    return SystemRun("server", texts, outcome.wall_s, errors, health)
 
 
 def faster_whisper_model(model_path: str, compute_type: str, threads: int) -> Any:
@@ -155,6 +158,7 @@ def table(items: Sequence[AudioSample], runs: Sequence[SystemRun], normalise: Ca
         "files": files,
         "total": {name: s.as_dict() for name, s in totals.items()},
         "wall_s": {run.name: run.wall_s for run in runs},
+        "health_p99_ms": {run.name: run.health_p99_ms for run in runs if run.health_p99_ms is not None},
         "failed": {run.name: sum(t is None for t in run.texts) for run in runs},
     }
 
@@ -177,4 +181,7 @@ def format_table(result: dict[str, Any], names: Sequence[str]) -> str:
     total = result["total"]
     lines.append(f"{'corpus':<48}{'':>7}{total[names[0]]['words']:>5}" + "".join(cell(total[n]) for n in names))
     lines.append(f"{'wall s':<60}" + "".join(f"{result['wall_s'][n]:>22.1f}  " for n in names))
+    health = result.get("health_p99_ms") or {}
+    if health:
+        lines.append(f"{'/health p99 ms':<60}" + "".join(f"{health.get(n, math.nan):>22.1f}  " for n in names))
     return "\n".join(lines)
