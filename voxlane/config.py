@@ -176,16 +176,16 @@ class EngineConfig:
     """On: a 30 s window's encoder pass 363 -> 286 ms on 1 thread and 208 -> 135 ms on 2 (no page faults
     after the first window), and the engine's resident memory stays at its peak (docs/engine-config.md)."""
     beam_size: int = setting(
-        1,
+        5,
         "beam size of a window's decode while the engine keeps up (--adaptive-queue-s); 1 = greedy decoding, "
         "the fastest on CPU",
         minimum=1,
     )
     adaptive_queue_s: float = setting(
-        0.0,
-        "seconds of queued work (windows waiting, at the engine's measured cost per window) past which a batch "
-        "is decoded greedily, with the doubt beam (--doubt-beam-size), instead of at --beam-size; 0 = always "
-        "at --beam-size",
+        2.0,
+        "seconds of queued work (one window for each request waiting, at the engine's measured cost per "
+        "window) past which a batch is decoded greedily, with the doubt beam (--doubt-beam-size), instead of "
+        "at --beam-size on 30 s windows; 0 = always at --beam-size",
         minimum=0.0,
     )
     """Load-adaptive decoding (engine/scheduler.py ``decode_beam``): a lone request gets the wide beam, and a

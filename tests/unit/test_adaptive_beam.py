@@ -22,6 +22,16 @@ def test_a_lone_request_gets_the_wide_beam() -> None:
     assert work.beam_size == 5
 
 
+def test_a_lone_long_file_gets_the_wide_beam_all_through() -> None:
+    s = scheduler()
+    for i in range(40):  # 20 minutes of audio: 40 windows, one request
+        s.add(window("long", i, 40, 0.0), now=0.0)
+    beams = set()
+    while len(s):
+        beams |= {w.beam_size for w in s.next_batch(now=0.0) or []}
+    assert beams == {5}
+
+
 def test_a_long_queue_decodes_greedily_and_the_beam_comes_back_as_it_drains() -> None:
     s = scheduler()
     for i in range(16):
@@ -33,7 +43,7 @@ def test_a_long_queue_decodes_greedily_and_the_beam_comes_back_as_it_drains() ->
         assert len({w.beam_size for w in batch}) == 1  # one beam for the whole batch
         beams.append((len(s), batch[0].beam_size))
         now += 0.5
-    # 14 left behind the first batch: 3.5 s of work, over 2 s; 8 left (2 s) is within it.
+    # 14 requests left behind the first batch: 3.5 s of work, over 2 s; 8 left (2 s) is within it.
     assert beams == [(14, 1), (12, 1), (10, 1), (8, 5), (6, 5), (4, 5), (2, 5), (0, 5)]
 
 
@@ -41,7 +51,7 @@ def test_the_queue_is_measured_at_the_engine_s_pace() -> None:
     s = scheduler()
     for i in range(6):
         s.add(window(f"r{i}", 0, 1, 0.0), now=0.0)
-    s.window_cost_s = 1.0  # the engine slowed down: 4 windows behind are 4 s of work
+    s.window_cost_s = 1.0  # the engine slowed down: 4 requests behind are 4 s of work
     assert {w.beam_size for w in s.next_batch(now=0.0) or []} == {1}
     s.window_cost_s = 0.25
     assert {w.beam_size for w in s.next_batch(now=0.0) or []} == {5}

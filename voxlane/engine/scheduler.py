@@ -29,11 +29,12 @@ Contract:
   2.46-2.52 s. On a GPU a batch of 16 costs about what one window costs, so the finals (or partials) of
   different sessions that are due together share one there (docs/asr-engine.md, seventh round).
 - Load-adaptive decoding: each batch of batch work leaves with the beam its windows are decoded at
-  (``WindowPass.beam_size``, ``decode_beam``): ``beam_size`` while the windows still queued behind it would
-  take the engine at most ``adaptive_queue_s`` at its measured cost per window, else 1 (greedy; the runner's
-  doubt beam then decodes again the windows it doubts). A lone request gets the wide beam; a queue that the
-  beam would keep growing gets greedy decodes, and the beam comes back as the queue drains. Every window of
-  a batch gets the same beam, so a window reads the same whatever its neighbours at that beam.
+  (``WindowPass.beam_size``, ``decode_beam``): ``beam_size`` while the requests still waiting behind it, one
+  window each at the engine's measured cost per window, would take the engine at most ``adaptive_queue_s``,
+  else 1 (greedy; the runner's doubt beam then decodes again the windows it doubts). Requests, not windows:
+  a lone long file is one request, and gets the beam all through. A queue of many requests gets greedy
+  decodes, and the beam comes back as it drains. Every window of a batch gets the same beam, so a window
+  reads the same whatever its neighbours at that beam. A window with a beam is encoded on 30 s (``is_short``).
 """
 
 from __future__ import annotations
@@ -159,11 +160,11 @@ class AsrScheduler:
         )
         return max(1, min(self.live_batch_size, -(-(same + 1) // free_workers)))
 
-    def decode_beam(self, queued: int) -> int:
-        """The beam of a batch of batch work that leaves ``queued`` windows in the queue behind it."""
+    def decode_beam(self, waiting: int) -> int:
+        """The beam of a batch of batch work that leaves ``waiting`` requests with windows in the queue."""
         if self.beam_size <= 1 or self.adaptive_queue_s <= 0:
             return self.beam_size
-        return self.beam_size if queued * self.window_cost_s <= self.adaptive_queue_s else 1
+        return self.beam_size if waiting * self.window_cost_s <= self.adaptive_queue_s else 1
 
     def next_batch(self, now: float, live_only: bool = False, free_workers: int = 1) -> list[WindowWork] | None:
         """The next batch when one is due. ``live_only``: only live work may start now (the core keeps a
@@ -219,7 +220,7 @@ class AsrScheduler:
                     del self._by_request[work.request_id]
         self._live -= len(batch)
         if key is not None and not key[3]:
-            beam = self.decode_beam(self._live)
+            beam = self.decode_beam(len(self._by_request))
             for work in batch:
                 work.beam_size = beam
         return batch

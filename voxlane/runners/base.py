@@ -114,12 +114,16 @@ def is_short(work: WindowPass, pad_frames: int, final_pad_frames: int = 0) -> bo
     which comes cut already, nor a continuation, nor a final the runner decodes again on 30 s because its
     short read looped: ``WindowPass.whole``), without a prompt (short windows were measured without: with the
     prompt "Montreal Forced Aligner" the 7 s clip of tests/e2e/test_openai_compat.py read "Montreal Forest
-    Aligner."), whose audio and pad fit in fewer frames than its features hold."""
+    Aligner."), whose audio and pad fit in fewer frames than its features hold; and not a window the scheduler
+    gave a beam (``WindowPass.beam_size``): on a short encoding a beam drops words at the audio's edges (" think
+    I need a cheese pizza." for "I think ...", "... my personal assistant." without its last word, on the wide
+    dev set), where on 30 s it reads them."""
     pad = short_pad(work, pad_frames, final_pad_frames)
     return (
         pad > 0
         and not work.msg.partial
         and not work.whole
+        and (work.beam_size or 1) <= 1
         and not work.msg.options.prompt
         and work.passes == 0
         and work.msg.n_frames <= SHORT_MAX_S * FRAMES_PER_SECOND
