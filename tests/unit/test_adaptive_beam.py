@@ -47,6 +47,17 @@ def test_a_long_queue_decodes_greedily_and_the_beam_comes_back_as_it_drains() ->
     assert beams == [(14, 1), (12, 1), (10, 1), (8, 5), (6, 5), (4, 5), (2, 5), (0, 5)]
 
 
+def test_requests_in_running_batches_count_too() -> None:
+    """16 clients' windows may all be in the engine's batches at once, leaving the queue nearly empty."""
+    s = scheduler()
+    s.add(window("last", 0, 1, 0.0), now=0.0)
+    (work,) = s.next_batch(now=0.0, active_requests=16) or []  # 15 others in the engine: 3.75 s of work
+    assert work.beam_size == 1
+    s.add(window("alone", 0, 1, 0.0), now=0.0)
+    (work,) = s.next_batch(now=0.0, active_requests=1) or []
+    assert work.beam_size == 5
+
+
 def test_the_queue_is_measured_at_the_engine_s_pace() -> None:
     s = scheduler()
     for i in range(6):

@@ -265,7 +265,10 @@ class EngineCore:
             outputs.extend(self.tts.step(now, self.asr_busy))
         while len(self._running) < self.workers:
             batch = self.scheduler.next_batch(
-                now, live_only=self._hold_for_live(now), free_workers=self.workers - len(self._running)
+                now,
+                live_only=self._hold_for_live(now),
+                free_workers=self.workers - len(self._running),
+                active_requests=len(self.requests),
             )
             if not batch:
                 break

@@ -29,8 +29,9 @@ Contract:
   2.46-2.52 s. On a GPU a batch of 16 costs about what one window costs, so the finals (or partials) of
   different sessions that are due together share one there (docs/asr-engine.md, seventh round).
 - Load-adaptive decoding: each batch of batch work leaves with the beam its windows are decoded at
-  (``WindowPass.beam_size``, ``decode_beam``): ``beam_size`` while the requests still waiting behind it, one
-  window each at the engine's measured cost per window, would take the engine at most ``adaptive_queue_s``,
+  (``WindowPass.beam_size``, ``decode_beam``): ``beam_size`` while the other requests in the engine (queued,
+  or in batches running: the core counts them), one window each at the engine's measured cost per window,
+  would take the engine at most ``adaptive_queue_s``,
   else 1 (greedy; the runner's doubt beam then decodes again the windows it doubts). Requests, not windows:
   a lone long file is one request, and gets the beam all through. A queue of many requests gets greedy
   decodes, and the beam comes back as it drains. Every window of a batch gets the same beam, so a window
@@ -166,11 +167,15 @@ class AsrScheduler:
             return self.beam_size
         return self.beam_size if waiting * self.window_cost_s <= self.adaptive_queue_s else 1
 
-    def next_batch(self, now: float, live_only: bool = False, free_workers: int = 1) -> list[WindowWork] | None:
+    def next_batch(
+        self, now: float, live_only: bool = False, free_workers: int = 1, active_requests: int = 0
+    ) -> list[WindowWork] | None:
         """The next batch when one is due. ``live_only``: only live work may start now (the core keeps a
         worker for it); batch windows keep their places. ``free_workers``: the engine's workers free now,
         over which the live work queued is split evenly (one worker's batch of 16 while three idle would
-        serve them no sooner than 16 decodes spread over four)."""
+        serve them no sooner than 16 decodes spread over four). ``active_requests``: requests in the engine,
+        queued or running (the core's count), for the load-adaptive beam: the batches running hold windows
+        this queue no longer sees."""
         oldest = self._oldest()
         if oldest is None:
             return None
@@ -220,7 +225,7 @@ class AsrScheduler:
                     del self._by_request[work.request_id]
         self._live -= len(batch)
         if key is not None and not key[3]:
-            beam = self.decode_beam(len(self._by_request))
+            beam = self.decode_beam(max(len(self._by_request), active_requests - 1))
             for work in batch:
                 work.beam_size = beam
         return batch
