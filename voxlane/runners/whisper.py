@@ -459,7 +459,7 @@ class WhisperRunner:
         alone = [i for i in range(len(batch)) if i not in packed]
         built = [packing.pack_features([(features[i], batch[i].msg.n_frames) for i in m]) for m in members]
         rows = np.concatenate([features[alone], np.stack([b[0] for b in built])])
-        out = np.asarray(encoder.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(rows)), to_cpu=True))
+        out = encode_array(encoder, np.ascontiguousarray(rows))
         spliced = np.empty((len(batch), *out.shape[1:]), dtype=out.dtype)
         spliced[alone] = out[: len(alone)]
         for k, (m, (_, floor, spans)) in enumerate(zip(members, built)):
