@@ -3,12 +3,13 @@
 #   make test    install the dev dependencies too and run the whole suite
 #   make mutants every named mutation of the code (tests/mutants/) must fail one of its tests
 #   make lint    ruff (lint + format), mypy, and the import contracts in pyproject.toml (layers point down)
+#   make image   the CPU container image voxlane:latest with podman or docker (make image-cuda: voxlane:cuda)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test mutants install install-dev install-cuda install-multilingual bench bench-gpu lint clean
+.PHONY: serve test mutants install install-dev install-cuda install-multilingual bench bench-gpu lint image image-cuda clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +62,13 @@ lint: install-dev
 	$(BIN)/ruff format --check voxlane tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# Container images with podman or docker, whichever is installed (container/image.sh; docs/containers.md).
+image:
+	container/image.sh cpu
+
+image-cuda:
+	container/image.sh cuda
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -9,7 +9,13 @@ import pytest
 
 from voxlane.config import add_serve_arguments, serve_config_from_args
 from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
-from voxlane.serve_ray.deploy import ENGINE_DEPLOYMENT, INGRESS_DEPLOYMENT, _is_loopback, build_application
+from voxlane.serve_ray.deploy import (
+    ENGINE_DEPLOYMENT,
+    INGRESS_DEPLOYMENT,
+    _is_loopback,
+    application,
+    build_application,
+)
 from voxlane.serve_ray.replica import ReplicaError
 
 
@@ -34,6 +40,18 @@ def test_fixed_replicas_with_their_resources_and_drain() -> None:
     assert engine._deployment_config.graceful_shutdown_timeout_s == 12
     assert ingress._deployment_config.graceful_shutdown_timeout_s == 12
     assert engine._deployment_config.max_ongoing_requests == 64
+
+
+def test_the_application_builder_takes_settings_by_field_name_and_variables(monkeypatch) -> None:
+    # KubeRay's RayService (deploy/kubernetes/rayservice.yaml) imports this builder with serveConfigV2's args.
+    monkeypatch.setenv("VOXLANE_INGRESS_REPLICAS", "3")
+    app = application({"replicas": 4, "cpus_per_replica": 2, "drain_timeout_s": 7})
+    ingress = app._bound_deployment
+    engine = ingress.init_args[0]._bound_deployment
+    assert engine._deployment_config.num_replicas == 4
+    assert engine.ray_actor_options == {"num_cpus": 2.0, "num_gpus": 0.0}
+    assert engine._deployment_config.graceful_shutdown_timeout_s == 7
+    assert ingress._deployment_config.num_replicas == 3
 
 
 def test_max_replicas_turns_autoscaling_on() -> None:

@@ -93,6 +93,21 @@ class VoxlaneIngress:
         return build_app(self.config, make_engine=make_engine)
 
 
+def application(args: dict[str, Any]) -> Any:
+    """Ray Serve's application builder, for ``serve run`` and KubeRay's RayService (``import_path:
+    voxlane.serve_ray.deploy:application``, docs/containers.md): ``args`` are ``voxlane serve`` settings by
+    field name (``replicas: 2``); anything else comes from ``VOXLANE_*`` variables and the defaults."""
+    import argparse
+
+    from voxlane.config import add_serve_arguments, environ, serve_config_from_args
+
+    parser = argparse.ArgumentParser(prog="voxlane.serve_ray.deploy:application")
+    add_serve_arguments(parser)
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in args.items()]
+    config = serve_config_from_args(parser.parse_args(flags), environ())
+    return build_application(config)
+
+
 def serve_on_ray(config: ServerConfig) -> int:
     """Deploy on the cluster at ``--ray-address``, serve until SIGTERM or Ctrl-C, then remove the app (its
     replicas drained first) and Ray Serve's proxy, leaving the cluster itself running."""
