@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from tests.conftest import ROOT
 from voxlane.config import add_serve_arguments, serve_config_from_args
 from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
 from voxlane.serve_ray.deploy import (
@@ -52,6 +53,23 @@ def test_the_application_builder_takes_settings_by_field_name_and_variables(monk
     assert engine.ray_actor_options == {"num_cpus": 2.0, "num_gpus": 0.0}
     assert engine._deployment_config.graceful_shutdown_timeout_s == 7
     assert ingress._deployment_config.num_replicas == 3
+
+
+def test_the_rayservice_manifest_builds_the_application_through_ray_serve() -> None:
+    """deploy/kubernetes/rayservice.yaml's serveConfigV2, read by Ray Serve's own schema and builder call, as
+    KubeRay's RayService hands it to the cluster."""
+    import yaml
+    from ray._common.utils import import_attr
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+    from ray.serve.schema import ServeDeploySchema
+
+    manifest = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "rayservice.yaml").read_text())
+    (app,) = ServeDeploySchema.model_validate(yaml.safe_load(manifest["spec"]["serveConfigV2"])).applications
+    built = call_user_app_builder_with_args_if_necessary(import_attr(app.import_path), app.args)
+    engine = built._bound_deployment.init_args[0]._bound_deployment
+    scaling = engine._deployment_config.autoscaling_config
+    assert (scaling.min_replicas, scaling.max_replicas) == (app.args["min_replicas"], app.args["max_replicas"])
+    assert engine.ray_actor_options["num_cpus"] == app.args["cpus_per_replica"]
 
 
 def test_max_replicas_turns_autoscaling_on() -> None:
