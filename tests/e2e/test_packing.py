@@ -30,8 +30,9 @@ OWN = {
 def packing_server() -> Iterator[ServerProcess]:
     # One worker and a batch that waits up to 2 s to fill: requests sent together are batched together. Packing
     # shares 30 s windows: with short windows on (the default), clips of 8 s or less would be encoded short.
+    # Timestamp tokens everywhere else, so that only packing decodes without them.
     with running_server(
-        "--pack-short-s", "12", "--short-window-pad-s", "0",
+        "--pack-short-s", "12", "--short-window-pad-s", "0", "--decode-timestamps", "always",
         "--max-batch-size", "16", "--max-batch-wait-ms", "2000", "--engine-workers", "1",
     ) as srv:  # fmt: skip
         yield srv
