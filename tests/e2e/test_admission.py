@@ -1,4 +1,4 @@
-"""Admission control end to end (issue 10): the silent-FLAC bomb keeps the API process's memory flat and
+"""Admission control end to end: the silent-FLAC bomb keeps the API process's memory flat and
 other users served; past a queue limit a request gets 429 with Retry-After while admitted ones finish and
 /health stays fast."""
 
@@ -68,7 +68,7 @@ def own_server() -> Iterator[ServerProcess]:
 
 def test_four_silent_flac_bombs_keep_memory_flat_and_others_served(own_server: ServerProcess, dev_set) -> None:
     bomb = silent_flac()
-    assert len(bomb) < 25 * 1024 * 1024  # under the upload limit, as in the issue
+    assert len(bomb) < 25 * 1024 * 1024  # under the upload limit
     short = by_name(dev_set, "cmu_goforward.wav")
     client = openai.OpenAI(base_url=own_server.base_url + "/v1", api_key="x", max_retries=0, timeout=60)
     pid = own_server.proc.pid

@@ -1,4 +1,4 @@
-"""Diarization (issue 29) through the official openai client against the real server: a synthetic
+"""Diarization through the official openai client against the real server: a synthetic
 two-speaker conversation of dev-set speakers (voxlane/bench/conversations.py) gets its two speakers and its
 turns, known speakers get their names, the stream sends segment events, and every bad input is a 400."""
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 DER_BOUND = 0.10
-"""The issue's bound on the mean DER without overlap. This conversation (seed 2, 41.5 s) measured 5.4%; over
+"""The bound on the mean DER without overlap. This conversation (seed 2, 41.5 s) measured 5.4%; over
 the 40 s two-speaker conversations of seeds 1-8, DER was 4.5-12.3% (mostly speech missed at turn edges) and
 seed 8's two speakers were found as one (docs/diarization.md): one file is not the mean."""
 

@@ -1,4 +1,4 @@
-"""Models by name (issue 30), end to end on one server with no network: the bundled tiny.en (default) and the
+"""Models by name, end to end on one server with no network: the bundled tiny.en (default) and the
 multilingual base (the dev extra installs it), a Hugging Face cache laid out on disk from the bundled files
 (Whisper tiny.en as Systran/faster-whisper-tiny.en, the Piper voice as rhasspy/piper-voices' en_US-joe-medium),
 HF_HUB_OFFLINE=1, a 4 s TTL and --model-load-wait-s 0 (a request for a model not loaded gets its 503 at once)."""

@@ -222,7 +222,7 @@ def _simulate(streams: int, slots: int, **kwargs: Any) -> tuple[list[float], int
 
 
 def test_on_a_quiet_machine_two_slots_start_8_streams_within_the_targets_and_none_runs_dry() -> None:
-    """The policy on a fake clock, not the machine: issue 11's targets at 8 streams (TTFP p50 <= 0.4 s,
+    """The policy on a fake clock, not the machine: the speech targets at 8 streams (TTFP p50 <= 0.4 s,
     p99 <= 1 s, no stall) are met on two slots and missed on one; at 16 streams (70% of two slots'
     capacity here) the median still starts within 1 s and started streams never run dry, while the last
     streams wait for the first ones to build a buffer."""

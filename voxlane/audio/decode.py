@@ -4,7 +4,7 @@ soundfile (libsndfile) first: it is the fastest for wav, flac and ogg/vorbis and
 PyAV (FFmpeg) for the rest: mp3, ogg/opus, webm, m4a/mp4, ... Both stop at the duration limit instead of
 decoding a small file that expands to hours into memory.
 
-The file is never in memory whole as float32 (issue 10: four 0.6 MB FLACs of 2.9 hours of near-silence took
+The file is never in memory whole as float32 (four 0.6 MB FLACs of 2.9 hours of near-silence took
 the API process to 2.8 GB): :func:`decode_stream` decodes, mixes down and resamples ``BLOCK_FRAMES`` source
 frames at a time and hands each block on as int16 (2 bytes a sample, and exact for 16-bit sources); what is
 kept of it is the caller's choice (audio/pipeline.py keeps only the windows that hold sound).

@@ -1,7 +1,7 @@
 """The two jobs the API process runs on its audio preprocessing pool. Top-level functions of plain
 data, so they run in a thread pool or a process pool alike.
 
-What an upload costs the API process (issue 10): the decode hands on 16 kHz int16 a block at a time, the
+What an upload costs the API process: the decode hands on 16 kHz int16 a block at a time, the
 blocks are cut into 30 s windows as they come, and a window without sound (:func:`split.is_silent`) is
 dropped there: it is not kept, not sent to the engine and yields no text, so hours of digital or near
 silence cost next to nothing. A window with sound is kept as int16 (2 bytes a sample) until its log-mel
@@ -80,7 +80,7 @@ class SplitAudio:
 STEP_S = 300.0
 """Seconds of audio one :meth:`SplitSteps.step` decodes (0.1 to 0.3 s of a core for FLAC): a long upload's
 decode takes turns on the audio pool with other requests' jobs, so a short clip does not wait behind hours
-of audio (issue 10)."""
+of audio."""
 
 
 class SplitSteps:

@@ -22,7 +22,7 @@ SILENCE_DBFS = -65.0
 """A window whose loudest 100 ms is quieter than this (RMS, dB below full scale) is silent: it is not sent to
 the engine and yields no text. Far below any speech level: on the dev set the quietest window's loudest
 100 ms is -45.9 dBFS (a whisper), the -60 dBFS pink noise file's -58.5; digital silence, dither and noise
-at -70 dBFS fall under it (issue 10's silent-FLAC bomb: hours of it cost nothing)."""
+at -70 dBFS fall under it (a silent-FLAC bomb: hours of it cost nothing)."""
 _SILENT_RMS = 32768.0 * 10 ** (SILENCE_DBFS / 20)  # in int16 units: 18.4
 _LEVEL_FRAME = 1600  # 100 ms at 16 kHz
 

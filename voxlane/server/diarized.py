@@ -1,4 +1,4 @@
-"""``response_format=diarized_json``: who said what (issue 29). The route's side of diarization: the form's
+"""``response_format=diarized_json``: who said what. The route's side of diarization: the form's
 rules (400s), the known speakers' clips, and the answer's shape. The engine embeds the speech regions
 (``SpeakerWindow``); the clustering and the words' speakers are pure functions (voxlane/speakers/diarize.py)
 run here on the audio pool, never on the event loop."""

@@ -1,2 +1,2 @@
 """Speaker diarization below the engine: the encoder's weights (fetched at install time, read without torch),
-its input features, known speakers' clips, and the pure functions that cluster and assign words (issue 29)."""
+its input features, known speakers' clips, and the pure functions that cluster and assign words."""

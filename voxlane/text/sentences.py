@@ -22,7 +22,7 @@ characters where the clauses allow (``cap_clauses``; never inside a clause). A s
 its end, so a long unit holds a core for a long time while other streams wait for their next unit or their
 first: at 16 streams on 2 cores, cutting at 60 characters instead of 300 took the last stream's first
 audio from 4.6 s to 3.0 s in the scheduler's simulation, and from 4.2-6.4 s to 2.3-2.9 s on the machine
-(docs/tts.md, "Issue 11, second round").
+(docs/tts.md).
 """
 
 from __future__ import annotations
