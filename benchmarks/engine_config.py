@@ -4,7 +4,7 @@
 rounds reverse the order (A B, B A, ...): the host's speed drifts, so read the ratios within a round.
 
     .venv/bin/python benchmarks/engine_config.py --rounds 2 \\
-        --config "--decoder-threads 2" --config ""
+        --config "--engine-keep-freed-memory off" --config ""
 
 Workloads (--workload, repeatable; default all three): ``short-c1`` (the dev set's clips under 20 s, one
 client, 12 requests), ``short-c16`` (the same, 16 clients, 48 requests), ``long-c1`` (its files over 60 s,

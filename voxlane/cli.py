@@ -124,6 +124,34 @@ def _pull(args: argparse.Namespace) -> int:
     return 0
 
 
+SERVE_DESCRIPTION = (
+    "Start the OpenAI-compatible server. Every flag can also be set with the environment variable shown beside "
+    "it; a flag wins over the variable."
+)
+
+
+class _HelpAll(argparse.Action):
+    """``voxlane serve --help-all``: the help of every flag, the expert knobs included, then exit."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        full = argparse.ArgumentParser(prog=parser.prog, description=SERVE_DESCRIPTION)
+        _add_serve_flags(full, show_expert=True)
+        full.print_help()
+        parser.exit()
+
+
+def _add_serve_flags(parser: argparse.ArgumentParser, *, show_expert: bool) -> None:
+    parser.add_argument(
+        "--help-all",
+        action=_HelpAll,
+        help="show every flag, the expert knobs included (docs/engine-config.md), and exit",
+    )
+    add_serve_arguments(parser, show_expert=show_expert)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voxlane", description="OpenAI-compatible speech server.")
     parser.add_argument("--version", action="version", version=f"voxlane {__version__}")
@@ -131,10 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve",
         help="start the HTTP server and its engine process (or deploy both on Ray Serve: --ray-address)",
-        description="Start the OpenAI-compatible server. Every flag can also be set with the environment "
-        "variable shown beside it; a flag wins over the variable.",
+        description=SERVE_DESCRIPTION + " --help lists the flags most deployments set; --help-all lists "
+        "the expert knobs too.",
     )
-    add_serve_arguments(serve)
+    _add_serve_flags(serve, show_expert=False)
     serve.set_defaults(func=_serve)
     models = sub.add_parser("models", help="download models (docs/models.md)")
     models_sub = models.add_subparsers(dest="models_command", required=True)

@@ -1,8 +1,8 @@
-"""Settings: one declaration per setting gives the flag, the variable, the check and the README table."""
+"""Settings: one declaration per setting gives the flag, the variable, the check and the tables of settings."""
 
 from __future__ import annotations
 
-import re
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -10,9 +10,14 @@ import pytest
 
 from voxlane.cli import build_parser
 from voxlane.config import (
+    EXPERT_SETTINGS,
     SETTINGS,
+    USER_SETTINGS,
     EngineConfig,
     ServerConfig,
+    defaults_for,
+    expert_table,
+    host_device,
     serve_config_from_args,
     settings_table,
 )
@@ -29,7 +34,10 @@ def test_defaults_are_the_dataclass_defaults() -> None:
     server, engine = ServerConfig(), EngineConfig(model_path="")
     for s in SETTINGS:
         owner, default = (built, server) if s.owner is ServerConfig else (built.engine, engine)
-        assert getattr(owner, s.name) == getattr(default, s.name) == s.default, s.option
+        expected = s.default  # a setting by device of the engine stays None until Whisper is placed
+        if s.flag.by_device and s.owner is ServerConfig:
+            expected = getattr(defaults_for(host_device("auto")), s.name)
+        assert getattr(owner, s.name) == getattr(default, s.name) == expected, s.option
     assert Path(built.engine.model_path, "model.bin").is_file()
     assert built.engine.tts_preload is not None
 
@@ -37,6 +45,13 @@ def test_defaults_are_the_dataclass_defaults() -> None:
 def test_every_field_but_the_derived_ones_is_a_setting() -> None:
     derived = {"engine", "text_workers", "model_path", "tts_preload", "warm_up_beam_sizes", "api_keys"}
     derived |= {"whisper", "voices", "aliases", "hub"}  # --model, --voice, --model-alias resolved; HF_* variables
+    derived |= {
+        "decoder_threads",
+        "doubt_log_prob",
+        "tts_cost_headroom",
+        "worker_niceness",
+        "blas_threads",
+    }  # constants
     declared = {f.name for cls in (ServerConfig, EngineConfig) for f in fields(cls)} - derived
     assert declared == {s.name for s in SETTINGS}
 
@@ -67,12 +82,13 @@ def test_data_dir_is_expanded(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "env", "message"),
     [
-        (["--engine-workers", "-1"], {}, "--engine-workers must be 0 or more, not -1"),
+        (["--engine-workers", "0"], {}, "--engine-workers must be at least 1, not 0"),
         (
             [],
             {"VOXLANE_ENGINE_WORKERS": "-1"},
-            "--engine-workers must be 0 or more, not -1 (from VOXLANE_ENGINE_WORKERS)",
+            "--engine-workers must be at least 1, not -1 (from VOXLANE_ENGINE_WORKERS)",
         ),
+        ([], {"VOXLANE_MAX_BATCH_SIZE": "many"}, "--max-batch-size takes a whole number such as 8"),
         (["--device", "gpu"], {}, "--device must be 'cpu', 'cuda' or 'auto', not 'gpu'"),
         (["--max-upload-mb", "0"], {}, "--max-upload-mb must be above 0"),
         (["--max-batch-wait-ms", "-1"], {}, "--max-batch-wait-ms must be 0 or more"),
@@ -114,35 +130,55 @@ def test_a_bad_env_value_does_not_break_the_parser() -> None:
         serve_config_from_args(args, {"VOXLANE_ENGINE_THREADS": "two"})
 
 
-def test_serve_help_lists_every_setting_with_its_variable(capsys: pytest.CaptureFixture[str]) -> None:
+def _help(flag: str, capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["serve", "--help"])
-    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+        build_parser().parse_args(["serve", flag])
+    return capsys.readouterr().out
+
+
+def test_serve_help_lists_the_user_settings_in_groups(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _help("--help", capsys)
+    flags = [line for line in out.splitlines() if line.startswith("  --")]
+    assert len(flags) <= 35
+    text = " ".join(out.split())  # argparse wraps lines
+    for s in USER_SETTINGS:
+        assert f"(default: {s.shown_default}; env {s.env})" in text, s.option
+    listed = {line.split()[0] for line in flags}
+    assert listed == {s.option for s in USER_SETTINGS} | {"--help-all"}
+    assert not listed & {s.option for s in EXPERT_SETTINGS}
+    for group in ("server:", "limits:", "models:", "ASR:", "TTS:", "realtime:", "scale-out:", "GPU:"):
+        assert f"\n{group}\n" in out
+    assert "--help-all" in text
+
+
+def test_serve_help_all_lists_every_setting_with_its_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    text = " ".join(_help("--help-all", capsys).split())
     for s in SETTINGS:
-        assert s.option in text
         assert f"(default: {s.shown_default}; env {s.env})" in text, s.option
     assert "min(cpu count, 2)" in text and "~/.local/share/voxlane" in text
 
 
+def test_an_expert_knob_is_set_by_its_flag_and_its_variable() -> None:
+    assert config("--max-queued-windows", "7").max_queued_windows == 7
+    assert config(env={"VOXLANE_TTS_ORDER": "fifo"}).engine.tts_order == "fifo"
+
+
+def _table(text: str) -> str:
+    start = text.index("| flag | environment | default |")
+    end = text.find("\n\n", start)
+    return text[start : end + 1 if end >= 0 else len(text)]
+
+
 def test_readme_table_is_the_rendered_one() -> None:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("| flag | environment | default | meaning |")
-    end = readme.find("\n\n", start)
-    assert readme[start : end + 1] == settings_table(), (
-        "README.md's settings table differs from voxlane/config.py: paste `python -m voxlane.config` over it"
+    assert _table((ROOT / "README.md").read_text()) == settings_table(), (
+        "README.md's settings table differs from voxlane/config: paste `python -m voxlane.config` over it"
     )
 
 
-def test_defaults_named_in_engine_config_doc_are_the_code_defaults() -> None:
-    doc = (ROOT / "docs" / "engine-config.md").read_text()
-    assert "README.md#settings" in doc
-    by_option = {s.option: s for s in SETTINGS}
-    claims = [" ".join(c.split()) for c in re.findall(r"\*\*Default: `([^`]*)`", doc)]
-    assert claims, "docs/engine-config.md names no **Default: `--flag value`**"
-    for claim in claims:
-        words = claim.split()
-        for option, value in zip(words[::2], words[1::2]):
-            assert by_option[option].shown_default == value, f"docs/engine-config.md says {option} {value}"
+def test_engine_config_doc_table_is_the_rendered_one() -> None:
+    assert _table((ROOT / "docs" / "engine-config.md").read_text()) == expert_table(), (
+        "docs/engine-config.md's table differs from voxlane/config: paste `python -m voxlane.config --expert` over it"
+    )
 
 
 def test_api_keys_come_from_the_flag_the_variable_and_the_file(tmp_path: Path) -> None:
@@ -202,7 +238,12 @@ def test_a_bad_switch_value_names_the_flag() -> None:
 
 def test_the_settings_by_device_are_resolved_where_whisper_runs() -> None:
     engine = config().engine
-    assert (engine.device, engine.compute_type, engine.engine_workers, engine.max_batch_size) == ("auto", "auto", 0, 0)
+    assert (engine.device, engine.compute_type, engine.engine_workers, engine.max_batch_size) == (
+        "auto",
+        "auto",
+        None,
+        None,
+    )
     assert not engine.is_placed
     cpu, cuda = engine.placed("cpu", "int8"), engine.placed("cuda", "float16")
     assert (cpu.engine_workers, cpu.max_batch_size, cpu.device, cpu.compute_type) == (2, 8, "cpu", "int8")
@@ -215,22 +256,26 @@ def test_the_settings_by_device_are_resolved_where_whisper_runs() -> None:
 
 
 def test_a_gpu_machine_feeds_the_gpu_from_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    import voxlane.config as config_module
+    import voxlane.config.device as device
 
-    monkeypatch.setattr(config_module, "nvidia_gpu_present", lambda: False)
+    monkeypatch.setattr(device, "nvidia_gpu_present", lambda: False)
     assert (config().audio_preprocess_pool, config().audio_preprocess_workers) == (
         "thread",
-        config_module.AUDIO_PREPROCESS_WORKERS_DEFAULT,
+        min(os.cpu_count() or 1, 2),
     )
     gpu = config("--device", "cuda")
-    assert (gpu.audio_preprocess_pool, gpu.audio_preprocess_workers) == ("process", max(1, config_module.CORES - 2))
+    assert (gpu.audio_preprocess_pool, gpu.audio_preprocess_workers) == ("process", max(1, device.CORES - 2))
     assert config("--device", "cpu").audio_preprocess_pool == "thread"
     # Short windows and short live finals were measured on the CPU only.
     assert (gpu.engine.short_window_pad_s, gpu.engine.short_final_pad_s) == (0.0, 0.0)
-    assert (config().engine.short_window_pad_s, config().engine.short_final_pad_s) == (5.0, 10.0)
+    cpu = config("--device", "cpu").engine
+    assert (cpu.short_window_pad_s, cpu.short_final_pad_s) == (5.0, 10.0)
+    placed = config().engine.placed("cpu", "int8")  # --device auto: by the device the engine finds
+    assert (placed.short_window_pad_s, placed.short_final_pad_s) == (5.0, 10.0)
+    assert config("--short-window-pad-s", "2").engine.placed("cuda", "float16").short_window_pad_s == 2.0
     chosen = config("--device", "cuda", "--audio-preprocess-pool", "thread", "--audio-preprocess-workers", "3")
     assert (chosen.audio_preprocess_pool, chosen.audio_preprocess_workers) == ("thread", 3)
-    monkeypatch.setattr(config_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(device, "nvidia_gpu_present", lambda: True)
     assert config().audio_preprocess_pool == "process"  # --device auto with an NVIDIA driver
 
 

@@ -111,9 +111,8 @@ class EngineCore:
         self._speaker_jobs: dict[str, int] = {}
         """Windows queued or running, by request (the loop's thread only)."""
         self._speakers_done: list[SpeakerResult] = []
-        if not (config.engine_workers and config.max_batch_size and config.live_batch_size):
-            # not placed (tests): the CPU's values
-            config = config.placed("cpu" if config.device == "auto" else config.device, config.compute_type)
+        if config.device == "auto":  # not placed (tests): on the CPU
+            config = config.placed("cpu", config.compute_type)
         self.workers = config.engine_workers
         self.scheduler = AsrScheduler(
             config.max_batch_size,
