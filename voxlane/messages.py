@@ -68,6 +68,11 @@ class WindowRequest(msgspec.Struct, tag="window"):
     which costs the encoder ~10x less on a few seconds), and it is decoded once, with no temperature
     fallback and no continuation; the next partial or the turn's final decode replaces its text."""
 
+    @property
+    def is_live(self) -> bool:
+        """A realtime session's decode (it has a deadline), not batch work."""
+        return self.deadline_s is not None
+
 
 class SpeakerWindow(msgspec.Struct, tag="speaker"):
     """Speaker embeddings of one window (or one known speaker's reference clip) of a diarized transcription:

@@ -13,7 +13,7 @@ import zmq
 import zmq.asyncio
 
 from voxlane.config import ServerConfig
-from voxlane.engine.client import EngineClient
+from voxlane.engine.client import EngineClient, EngineHandle
 from voxlane.engine.client.supervisor import EngineProcess
 from voxlane.errors import EngineUnavailable, QueueFull
 from voxlane.messages import (
@@ -105,6 +105,13 @@ def unit(request_id: str, index: int, last: bool) -> SpeechUnit:
 
 async def collect(stream_results: Any) -> list[Any]:
     return [item async for item in stream_results]
+
+
+def test_the_client_is_an_engine_handle() -> None:
+    async def scenario(client: EngineClient, engine: FakeEngine) -> None:
+        assert isinstance(client, EngineHandle)
+
+    run(scenario)
 
 
 def test_results_reach_their_own_stream_in_index_order() -> None:

@@ -4,12 +4,20 @@ from a replica."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+import msgspec
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from voxlane.config import add_serve_arguments, serve_config_from_args
+from voxlane.config import ServerConfig, add_serve_arguments, serve_config_from_args
+from voxlane.engine.client import EngineHandle
 from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
+from voxlane.messages import Ready, TranscribeOptions, WindowRequest, WindowResult
+from voxlane.serve_ray.client import RayEngineClient
 from voxlane.serve_ray.deploy import (
     ENGINE_DEPLOYMENT,
     INGRESS_DEPLOYMENT,
@@ -109,3 +117,55 @@ def test_a_replica_error_comes_back_as_the_same_http_error(error: VoxlaneError, 
 def test_loopback_addresses() -> None:
     assert _is_loopback("127.0.0.1:6379") and _is_loopback("localhost:6379")
     assert not _is_loopback("auto") and not _is_loopback("10.0.0.1:6379")
+
+
+class _Method:
+    """A deployment handle's method: ``remote`` returns an awaitable of the replica's answer."""
+
+    def __init__(self, answer: Callable[..., Awaitable[Any]]) -> None:
+        self.answer = answer
+
+    def remote(self, *args: Any) -> Awaitable[Any]:
+        return self.answer(*args)
+
+
+class _Replicas:
+    """Stands in for the ``VoxlaneEngine`` deployment's handle: one replica that answers every window."""
+
+    def __init__(self) -> None:
+        async def ready() -> Ready:
+            return Ready("fake", False, 80)
+
+        async def window(msg: WindowRequest, features: np.ndarray) -> WindowResult | ReplicaError:
+            if msg.request_id == "refused":
+                return ReplicaError.of(EngineUnavailable("the replica's engine is restarting", retry_after_s=2))
+            return WindowResult(msg.request_id, msg.index, "en", [])
+
+        self.ready = _Method(ready)
+        self.window = _Method(window)
+
+
+def test_the_ray_client_is_an_engine_handle_that_admits_sends_and_reads_results() -> None:
+    async def main() -> None:
+        client = RayEngineClient(ServerConfig(), _Replicas())  # type: ignore[arg-type]
+        assert isinstance(client, EngineHandle)
+        with pytest.raises(EngineUnavailable, match="starting"):
+            client.check_alive()
+        await client.start(timeout_s=5)
+        assert client.healthy and client.restarts == 0 and client.stats is None and client.models == {}
+        msg = WindowRequest("req", 0, 2, 0.0, 30.0, 3000, 80, TranscribeOptions())
+        async with client.request("req", [30.0, 30.0]) as stream:
+            assert client.queued_windows == 2
+            for index in (1, 0):
+                await client.send(msgspec.structs.replace(msg, index=index), np.zeros((80, 3000), np.float32))
+            results = [(result.request_id, result.index) async for result in stream.results(5)]
+        assert results == [("req", 0), ("req", 1)]
+        assert client.queued_windows == 0
+        async with client.request("refused", [30.0]) as stream:
+            await client.send(msgspec.structs.replace(msg, request_id="refused", count=1), None)
+            with pytest.raises(EngineUnavailable, match="restarting"):
+                await stream.results(5).__anext__()
+        await client.close()
+        assert client.state == "stopped"
+
+    asyncio.run(main())

@@ -10,7 +10,7 @@ A window whose decode stopped early comes back from the runner with ``resume_s``
 continuation (the rest of the window, carrying the segments so far) with the scheduler, where it is due at
 once and shares batches with other requests' windows, and sends the window's result after its last pass.
 
-Several Whisper models (issue 30): each window names its model (``WindowRequest.model``, "" for the
+Several Whisper models: each window names its model (``WindowRequest.model``, "" for the
 default). A window of a model that is not loaded waits beside the scheduler while ``ModelPool``
 (model_pool.py) has it loaded on the loader thread, one load at a time, which never blocks ``step``; it then
 joins the scheduler, whose batches never mix models. Idle models are unloaded after ``--model-ttl-s``, or
@@ -160,7 +160,7 @@ class EngineCore:
         state = self.requests.get(msg.request_id)
         if state is None:
             state = self.requests[msg.request_id] = RequestState(msg.request_id, now, msg.count)
-        if msg.deadline_s is not None:
+        if msg.is_live:
             self._live_seen_s = now
         msg.model = msg.model or self.models.default
         work = WindowWork(msg, features, arrival_s=state.arrival_s, enqueued_s=now)
@@ -277,7 +277,7 @@ class EngineCore:
             future = self._executor.submit(self._execute, batch, runner)
             self._running.add(future)
             self._running_models[future] = model
-            if batch[0].msg.deadline_s is None:
+            if not batch[0].msg.is_live:
                 self._batch_work.add(future)
             future.add_done_callback(self._batch_done)
         return outputs

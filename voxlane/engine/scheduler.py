@@ -27,7 +27,8 @@ Contract:
   batched. Partials once shared batches, padded to the longest of them (a 15 s tail made seven 2 s tails
   cost 15 s each); one to a batch, finals p50 1.08-1.12 s against 1.14-1.19 s and p95 2.26-2.31 s against
   2.46-2.52 s. On a GPU a batch of 16 costs about what one window costs, so the finals (or partials) of
-  different sessions that are due together share one there (docs/asr-engine.md, seventh round).
+  different sessions that are due together share one there (docs/asr-engine.md "finals that are due
+  together share a batch on a GPU").
 - Load-adaptive decoding: each batch of batch work leaves with the beam its windows are decoded at
   (``WindowPass.beam_size``, ``decode_beam``): ``beam_size`` while the other requests in the engine (queued,
   or in batches running: the core counts them), one window each at the engine's measured cost per window,
@@ -61,7 +62,7 @@ def batch_key(
         work.options.task,
         work.options.temperature,
         work.msg.partial,
-        work.msg.deadline_s is not None,
+        work.msg.is_live,
         is_short(work, short_pad_frames, final_pad_frames),
         work.msg.model,
     )
@@ -108,7 +109,7 @@ class AsrScheduler:
         self._by_arrival.append(work)
         self._by_request.setdefault(work.request_id, []).append(work)
         self._live += 1
-        if work.msg.deadline_s is not None:
+        if work.msg.deadline_s is not None:  # is_live, spelled out so that mypy knows the deadline is a float
             self._live_reach = max(self._live_reach, work.msg.deadline_s)
 
     def priority(self, work: WindowWork, now: float) -> float:
@@ -145,7 +146,7 @@ class AsrScheduler:
     @property
     def has_live(self) -> bool:
         """Whether live work is queued (a linear scan: the queue holds what the admission bounds allow)."""
-        return any(w.queued and w.msg.deadline_s is not None for _, _, w in self._heap)
+        return any(w.queued and w.msg.is_live for _, _, w in self._heap)
 
     def _live_share(self, key: tuple[str, float, bool, bool, bool, str], free_workers: int) -> int:
         """How many live decodes of ``key`` a batch takes: --live-batch-size, or fewer where the queued ones
@@ -155,9 +156,7 @@ class AsrScheduler:
         same = sum(
             1
             for _, _, w in self._heap
-            if w.queued
-            and w.msg.deadline_s is not None
-            and batch_key(w, self.short_pad_frames, self.final_pad_frames) == key
+            if w.queued and w.msg.is_live and batch_key(w, self.short_pad_frames, self.final_pad_frames) == key
         )
         return max(1, min(self.live_batch_size, -(-(same + 1) // free_workers)))
 
@@ -190,7 +189,7 @@ class AsrScheduler:
             work = entry[2]
             if not work.queued:
                 continue
-            if live_only and work.msg.deadline_s is None:
+            if live_only and not work.msg.is_live:
                 skipped.append(entry)
                 continue
             if key is None:
@@ -199,7 +198,7 @@ class AsrScheduler:
                     size = min(size, self._live_share(key, free_workers))
             elif batch_key(work, self.short_pad_frames, self.final_pad_frames) != key:
                 skipped.append(entry)
-                if work.msg.deadline_s is not None and not key[3]:
+                if work.msg.is_live and not key[3]:
                     break  # live work due next: no later batch window jumps ahead of it into this batch
                 if key[3] and entry[0] > now + self._live_reach:
                     break  # no live work is queued past this point
@@ -210,8 +209,8 @@ class AsrScheduler:
         if not batch:
             return None
         if key is not None and key[3] and not key[2] and log.isEnabledFor(logging.DEBUG):
-            # How often finals of different sessions are due together (docs/asr-engine.md, sixth round).
-            queued = sum(1 for _, _, w in self._heap if w.queued and w.msg.deadline_s is not None and not w.msg.partial)
+            # How often finals of different sessions are due together (docs/asr-engine.md "finals sharing windows").
+            queued = sum(1 for _, _, w in self._heap if w.queued and w.msg.is_live and not w.msg.partial)
             if len(batch) == 1:
                 log.debug("a live final starts with %d more live finals queued", queued)
             else:

@@ -6,7 +6,7 @@ runner (its own onnxruntime sessions, ``--tts-threads`` threads each), and the s
 streams at once; which unit runs next is the scheduler's call (scheduler_tts.py), and a stream's units never
 run two at a time, so they stay in order.
 
-The core budget follows the work (issue 11):
+The core budget follows the work:
 - while Whisper windows are queued or running, only ``--tts-mixed-slots`` slots are used, so ASR keeps the
   rest of the cores;
 - a unit that would run alone (no other unit running or waiting, no ASR work) runs on the solo runner, one

@@ -88,7 +88,7 @@ def is_packable(work: WindowPass, pack_frames: int) -> bool:
     options = work.msg.options
     return (
         pack_frames > 0
-        and work.msg.deadline_s is None
+        and not work.msg.is_live
         and work.passes == 0
         and work.msg.n_frames <= pack_frames
         and not (options.word_timestamps or options.logprobs or options.prefix)
@@ -104,7 +104,7 @@ fourth round)."""
 
 def short_pad(work: WindowPass, pad_frames: int, final_pad_frames: int) -> int:
     """The pad a window would be encoded short with: a live turn's final's, or a batch window's."""
-    return final_pad_frames if work.msg.deadline_s is not None else pad_frames
+    return final_pad_frames if work.msg.is_live else pad_frames
 
 
 def is_short(work: WindowPass, pad_frames: int, final_pad_frames: int = 0) -> bool:

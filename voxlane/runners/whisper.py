@@ -531,7 +531,7 @@ class WhisperRunner:
         return best
 
     def _short_final(self, work: WindowPass) -> bool:
-        return work.msg.deadline_s is not None and self.is_short(work)
+        return work.msg.is_live and self.is_short(work)
 
     def _short_final_loops(self, work: WindowPass, segments: Sequence[Segment], decoded: _Decoded) -> bool:
         """Whether a live final read on a short window went wrong: it ran to its token cap (a loop cut short
@@ -550,7 +550,7 @@ class WhisperRunner:
         2.4), and it is not silence. Live work never does (a partial is replaced within a second, and a turn's
         final is already decoded with --realtime-beam-size, whose latency docs/realtime.md measures), nor a
         window already decoded with a beam at least as wide."""
-        if self.doubt_beam_size <= 1 or work.msg.deadline_s is not None or decoded.is_silence:
+        if self.doubt_beam_size <= 1 or work.msg.is_live or decoded.is_silence:
             return False
         if self.beam_for(work) >= self.doubt_beam_size:
             return False

@@ -1,6 +1,7 @@
-"""RayEngineClient: the routes' engine client on the Ray path. The same interface as ``EngineClient`` (the
-routes, errors and SSE streaming do not know which one they hold), with Ray Serve's deployment handle where
-``EngineClient`` has its ZMQ socket and its engine process.
+"""RayEngineClient: the routes' engine client on the Ray path. An ``EngineHandle`` like ``EngineClient`` (the
+routes, errors and SSE streaming do not know which one they hold), and an ``EngineFront`` like it (the same
+admission and streams), with Ray Serve's deployment handle where ``EngineClient`` has its ZMQ socket and
+its engine process.
 
 Admission (the bounded queues, 429 + Retry-After) stays here, at the ingress, as on the direct path. Each
 window or speech unit that a route sends is one call on the ``VoxlaneEngine`` deployment: Ray picks the
@@ -24,11 +25,9 @@ from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 
 from voxlane.config import ServerConfig
-from voxlane.engine.client import EngineClient, ResultStream
-from voxlane.engine.client.admission import Admission
-from voxlane.engine.client.supervisor import RestartPolicy
+from voxlane.engine.client import EngineFront, EngineHandle, ResultStream
 from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
-from voxlane.messages import LoadModel, ProbeVoice, SpeakerWindow, SpeechUnit, VoiceProbed, WindowRequest
+from voxlane.messages import SpeakerWindow, SpeechUnit, VoiceProbed, WindowRequest
 from voxlane.serve_ray.replica import ReplicaError
 
 log = logging.getLogger(__name__)
@@ -38,29 +37,15 @@ REPLICA_LOST_RETRY_AFTER_S = 1
 START_TIMEOUT_S = 300.0
 
 
-class RayEngineClient(EngineClient):
+class RayEngineClient(EngineFront):
     def __init__(
         self, config: ServerConfig, handle: DeploymentHandle, on_restart: Callable[[], None] | None = None
     ) -> None:
-        # Not EngineClient.__init__: no socket and no engine process here. What the inherited methods read
-        # (admission, streams, state) is set up the same way.
-        self.config = config
+        # restarts stays 0 and on_restart goes unused: Ray restarts replicas out of the ingress's sight.
+        super().__init__(config)
         self.handle = handle
-        self.ready = None
-        self.state = "starting"
-        self.failure = None
-        self.restarts = 0
-        """Ray restarts the replicas; the ingress sees none of it (its 503s say when a call was lost)."""
-        self.policy = RestartPolicy.from_config(config)
-        self.stats = None
-        """No one engine's counters: each replica's engine keeps its own."""
-        self.admission = Admission.from_config(config)
-        self.long_decodes = asyncio.Semaphore(max(1, config.audio_preprocess_workers - 1))
-        self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
         self._calls: dict[str, set[asyncio.Task[None]]] = {}
         """Calls in flight on the engine replicas, by request id."""
-        self._load_s = 0.0
-        self._next_start_at = 0.0
 
     async def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Ask an engine replica what it serves (model, languages, mel bins); Ray has started them all by
@@ -79,26 +64,17 @@ class RayEngineClient(EngineClient):
         self._fail_all(EngineUnavailable("the server is shutting down"))
 
     @property
-    def healthy(self) -> bool:
-        return self.state == "ready"
-
-    @property
     def diarize_problem(self) -> str | None:
         return "diarization is not served on Ray Serve yet (--ray-address); serve without it"
 
-    async def send(
-        self,
-        msg: WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel,
-        features: np.ndarray | None = None,
-    ) -> None:
+    async def send(self, msg: WindowRequest | SpeakerWindow | SpeechUnit, features: np.ndarray | None = None) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream to a replica;
         returns at once, and the replica's answer goes to the stream. (No speaker windows: see
         ``diarize_problem``.)"""
         self.check_alive()
         entry = self._streams.get(msg.request_id)
-        if entry is None or isinstance(msg, (ProbeVoice, LoadModel, SpeakerWindow)):
-            return  # the stream is gone (its calls are cancelled); probes go through probe_voice, loads need none,
-            # and speaker windows are not served here
+        if entry is None or isinstance(msg, SpeakerWindow):
+            return  # the stream is gone (its calls are cancelled), or speaker windows, which are not served here
         call = asyncio.create_task(self._call(entry[1], msg, features), name=f"voxlane-ray-{msg.request_id[:8]}")
         calls = self._calls.setdefault(msg.request_id, set())
         calls.add(call)
@@ -147,6 +123,9 @@ class RayEngineClient(EngineClient):
             self._streams.pop(stream.request_id, None)
             for call in self._calls.pop(stream.request_id, set()):
                 call.cancel()  # Ray cancels it on the replica too, whose engine aborts the work
+
+
+_is_a_handle: type[EngineHandle] = RayEngineClient  # mypy checks that the server can hold it
 
 
 def _lost(exc: Exception) -> VoxlaneError:

@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from voxlane import __version__
 from voxlane.config import ServerConfig, default_voice_paths
-from voxlane.engine.client import EngineClient, EngineStartFailed
+from voxlane.engine.client import EngineClient, EngineHandle, EngineStartFailed
 from voxlane.errors import ClientGone, VoxlaneError, error_json
 from voxlane.heap import freeze_startup_heap
 from voxlane.server.auth import RequireApiKey
@@ -36,9 +36,9 @@ from voxlane.voices import VoiceRegistry
 log = logging.getLogger(__name__)
 
 
-EngineFactory = Callable[..., EngineClient]
+EngineFactory = Callable[..., EngineHandle]
 """Builds the routes' engine client from the config (and ``on_restart=``, a callable counting engine
-restarts): ``EngineClient`` itself, or another client with its interface (``voxlane.serve_ray``: the engine
+restarts): ``EngineClient`` itself, or another ``EngineHandle`` (``voxlane.serve_ray``: the engine
 replicas of a Ray Serve deployment)."""
 
 

@@ -30,7 +30,7 @@ from prometheus_client.utils import floatToGoString
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxlane import messages
-from voxlane.engine.client import EngineClient
+from voxlane.engine.client import EngineHandle
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import GcPauseMonitor, LoopStallMonitor
 
@@ -177,7 +177,7 @@ class Metrics:
         registry.register(self.gc)
         ProcessCollector(registry=registry)
 
-    def watch(self, engine: EngineClient, executors: Executors, name_of: Callable[[str], str] = str) -> None:
+    def watch(self, engine: EngineHandle, executors: Executors, name_of: Callable[[str], str] = str) -> None:
         """Show ``engine`` and ``executors`` too, read at each scrape; ``name_of`` names a model by its directory."""
         self.registry.register(_EngineCollector(engine, name_of))
         self.registry.register(_ExecutorCollector(executors))
@@ -230,7 +230,7 @@ class RequestMetrics:
 
 
 class _EngineCollector:
-    def __init__(self, engine: EngineClient, name_of: Callable[[str], str]) -> None:
+    def __init__(self, engine: EngineHandle, name_of: Callable[[str], str]) -> None:
         self.engine = engine
         self.name_of = name_of
         """A Whisper model's name, from its directory."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from voxlane.config import ServerConfig
-from voxlane.engine.client import EngineClient
+from voxlane.engine.client import EngineHandle
 from voxlane.models import Download, WhisperModel
 from voxlane.server.catalog import ModelCatalog
 from voxlane.server.executors import Executors
@@ -19,7 +19,7 @@ from voxlane.voices import VoiceRegistry
 class AppState:
     config: ServerConfig
     executors: Executors
-    engine: EngineClient
+    engine: EngineHandle
     metrics: Metrics
     started_at: int
     voices: VoiceRegistry | None = None

@@ -1,7 +1,8 @@
-"""EngineClient: the routes' one handle on the engine: admits requests (by the rules of admission.py),
-sends their work, routes each result the engine sends back to the stream of the request it belongs to, and
-supervises the engine process: when it dies, every open stream fails at once with a 503 that says when to
-retry, and a new engine starts after a backoff (``RestartPolicy``), until a crash loop makes the server give up.
+"""EngineClient: the client of the local engine process, the routes' handle on it in ``voxlane serve``
+(``EngineHandle``): admits requests (``EngineFront``, by the rules of admission.py), sends their work over
+ZMQ, routes each result the engine sends back to the stream of the request it belongs to, and supervises
+the engine process: when it dies, every open stream fails at once with a 503 that says when to retry, and a
+new engine starts after a backoff (``RestartPolicy``), until a crash loop makes the server give up.
 
 Two background tasks run on the event loop: one receives and routes, one watches the engine process and
 restarts it.
@@ -14,25 +15,25 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
 import numpy as np
 
 from voxlane.config import ServerConfig
-from voxlane.engine.client.admission import Admission
+from voxlane.engine.client.front import EngineFront
+from voxlane.engine.client.handle import EngineHandle
 from voxlane.engine.client.streams import ResultStream
 from voxlane.engine.client.supervisor import EngineProcess, RestartPolicy
 from voxlane.engine.client.transport import EngineSocket
-from voxlane.errors import EngineUnavailable, QueueFull
+from voxlane.errors import EngineUnavailable
 from voxlane.messages import (
     Abort,
     EngineFailed,
     EngineStats,
     LoadModel,
     ModelLoaded,
-    ModelState,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -53,53 +54,25 @@ class EngineStartFailed(RuntimeError):
     --device cuda without a usable GPU), written for the operator."""
 
 
-SpeechResult = tuple[SpeechAudio, np.ndarray]
-"""One speech unit's audio: the message and its mono int16 PCM."""
-
-
-EngineState = Literal["starting", "ready", "restarting", "failed", "stopped"]
-
-
-class EngineClient:
+class EngineClient(EngineFront):
     def __init__(
         self,
         config: ServerConfig,
         launch: Callable[[ServerConfig, str, str], EngineProcess] = EngineProcess,
         on_restart: Callable[[], None] | None = None,
     ) -> None:
-        self.config = config
-        self.ready: Ready | None = None
-        """What the engine said it serves (model, languages, mel bins); kept across restarts (same model)."""
-        self.state: EngineState = "starting"
-        self.failure: str | None = None
-        """Why the engine is not serving: the last death, or why the server gave up on it."""
-        self.refusal: EngineUnavailable | None = None
-        """Once the server has stopped serving (``stop_serving``): the 503 for any work still coming."""
-        self.restarts = 0
-        """Engine processes started after the first one died."""
+        super().__init__(config)
         self.policy = RestartPolicy.from_config(config)
-        self.stats: EngineStats | None = None
-        """The engine's latest counters (it sends them about once a second), for /metrics."""
         self.socket = EngineSocket()
         self._launch = launch
         self.process = launch(config, self.socket.input_addr, self.socket.output_addr)
         self._on_restart = on_restart
-        self.admission = Admission.from_config(config)
-        self.long_decodes = asyncio.Semaphore(max(1, config.audio_preprocess_workers - 1))
-        """Uploads decoded past their first step (long audio) at once: one audio worker stays free for the
-        short jobs of other requests (routes/transcriptions.py)."""
-        self._streams: dict[str, tuple[type, ResultStream[Any]]] = {}
-        """Open streams by request id, with the type of message their results come in."""
         self._receiver: asyncio.Task[None] | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._ready_event = asyncio.Event()
         self._start_failure: str | None = None
         """What the engine reported (EngineFailed) when it could not load its models."""
         self._start_timeout_s = 300.0
-        self._load_s = 0.0
-        """How long the last start took until the engine was ready: what a restart is expected to take."""
-        self._next_start_at = 0.0
-        """When the restart under way starts (or started) its process, in time.monotonic() seconds."""
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -123,57 +96,9 @@ class EngineClient:
         self._fail_all(EngineUnavailable("the server is shutting down"))
         self.socket.close()
 
-    def stop_serving(self, error: EngineUnavailable) -> None:
-        """The server is closing with requests in flight (its drain timed out): fail every open stream with
-        ``error``, and any work still coming, so that each request answers it now (a 503 with the server's
-        reason) instead of being cut off by the shutdown. The engine process itself stops in ``close``."""
-        self.state = "stopped"
-        self.refusal = error
-        self._fail_all(error)
-
     @property
     def healthy(self) -> bool:
         return self.state == "ready" and self.process.alive
-
-    def check_alive(self) -> None:
-        if not self.healthy:
-            raise self.unavailable()
-
-    def unavailable(self) -> EngineUnavailable:
-        """The 503 for work that arrives while the engine is not serving; it says when to come back."""
-        if self.state == "failed":
-            return EngineUnavailable(
-                f"the engine is down and the server stopped restarting it ({self.failure}); "
-                "the server needs restarting (see its log)"
-            )
-        if self.state == "stopped":
-            return self.refusal or EngineUnavailable("the server is shutting down")
-        retry_s = self.retry_after_s()
-        what = "restarting" if self.state == "restarting" else "not running"
-        why = self.failure or ("starting" if self.state == "starting" else "it has just stopped")
-        return EngineUnavailable(f"the engine is {what} ({why}); retry in {retry_s} s", retry_after_s=retry_s)
-
-    def retry_after_s(self, now: float | None = None) -> int:
-        """Whole seconds until the engine should serve again: the backoff left plus the last load time."""
-        now = time.monotonic() if now is None else now
-        return max(1, math.ceil(max(self._next_start_at, now) + self._load_s - now))
-
-    @property
-    def queued_windows(self) -> int:
-        return round(self.admission.windows.queued)
-
-    @property
-    def queued_audio_s(self) -> float:
-        """Seconds of audio admitted and not yet transcribed."""
-        return self.admission.audio.queued
-
-    @property
-    def queued_speech_chars(self) -> int:
-        return round(self.admission.chars.queued)
-
-    @property
-    def speech_streams(self) -> int:
-        return self.admission.speech_streams
 
     @property
     def is_multilingual(self) -> bool:
@@ -189,11 +114,6 @@ class EngineClient:
     @property
     def n_mels(self) -> int:
         return self.ready.n_mels if self.ready else 80
-
-    @property
-    def models(self) -> dict[str, ModelState]:
-        """The Whisper models the engine has loaded since it started, by directory (its latest stats)."""
-        return {m.model: m for m in self.stats.models} if self.stats is not None and self.healthy else {}
 
     async def load_model(self, model: str, wait_s: float) -> None:
         """Return once the engine has the Whisper model in directory ``model`` loaded: at once when its latest
@@ -232,71 +152,7 @@ class EngineClient:
                 return sum(m.load_seconds for m in pool) / sum(m.loads for m in pool)
         return 5.0
 
-    # --- requests --------------------------------------------------------------------------------
-
-    @contextmanager
-    def transcription(self) -> Iterator[None]:
-        """One transcription request, from its upload to its answer: raises QueueFull when the server has
-        --max-transcription-requests at once or its queues are already full (before any decoding)."""
-        self.admission.start_transcription()
-        try:
-            yield
-        finally:
-            self.admission.end_transcription()
-
-    def audio_room_s(self) -> float:
-        """Seconds of audio with sound the queue takes now (infinite while it is empty): the decode's budget."""
-        return self.admission.audio_room_s()
-
-    def audio_full(self, need_s: float) -> QueueFull:
-        return self.admission.audio_full(need_s)
-
-    def check_windows(self, durations_s: Sequence[float]) -> None:
-        """Raises QueueFull when a transcription of windows of these durations would not be admitted now."""
-        self.admission.check_windows(durations_s)
-
-    @asynccontextmanager
-    async def request(self, request_id: str, durations_s: Sequence[float]) -> AsyncIterator[ResultStream[WindowResult]]:
-        """Reserve queue room for a transcription's windows (their durations in seconds, in order; QueueFull
-        when it has none); each window's room is freed as its result comes back, and on exit (done, failed,
-        cancelled or the client gone) the rest, and whatever is unfinished is aborted in the engine."""
-        self.check_alive()
-        self.admission.admit_windows(request_id, durations_s, time.monotonic())
-        try:
-            async with self._open(
-                ResultStream[WindowResult](request_id, len(durations_s), "this audio"), WindowResult
-            ) as stream:
-                yield stream
-        finally:
-            self.admission.release(request_id)
-
-    @asynccontextmanager
-    async def speakers(self, request_id: str, count: int) -> AsyncIterator[ResultStream[SpeakerResult]]:
-        """The speaker embeddings of a diarized transcription's ``count`` windows and reference clips (their
-        queue room is the transcription's own, taken by ``request``); on exit what is unfinished is aborted."""
-        self.check_alive()
-        async with self._open(
-            ResultStream[SpeakerResult](request_id, count, "the speaker embeddings"), SpeakerResult
-        ) as stream:
-            yield stream
-
-    def check_speech(self, chars: int) -> None:
-        """Raises QueueFull when a speech request of ``chars`` characters would not be admitted now."""
-        self.admission.check_speech(chars)
-
-    @asynccontextmanager
-    async def speech(self, request_id: str, unit_chars: Sequence[int]) -> AsyncIterator[ResultStream[SpeechResult]]:
-        """A speech stream of units of ``unit_chars`` characters (QueueFull when there is no room for it); on
-        exit (done, failed, cancelled or the client gone) abort in the engine what is unfinished."""
-        self.check_alive()
-        self.admission.admit_speech(request_id, unit_chars, time.monotonic())
-        try:
-            async with self._open(
-                ResultStream[SpeechResult](request_id, len(unit_chars), "this speech"), SpeechAudio
-            ) as stream:
-                yield stream
-        finally:
-            self.admission.end_speech(request_id)
+    # --- sending ---------------------------------------------------------------------------------
 
     async def send(
         self,
@@ -448,6 +304,5 @@ class EngineClient:
                 self._start_failure = msg.reason
                 self._ready_event.set()
 
-    def _fail_all(self, error: EngineUnavailable) -> None:
-        for _, stream in list(self._streams.values()):
-            stream.fail(error)
+
+_is_a_handle: type[EngineHandle] = EngineClient  # mypy checks that the server can hold it
