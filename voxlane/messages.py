@@ -169,10 +169,6 @@ class WindowResult(msgspec.Struct, tag="result"):
     error: str | None = None
     passes: int = 1
     """Decode passes the window took (more than 1 when its decode stopped early and was continued)."""
-    packed: bool = False
-    """The window shared an encoder pass with other short windows (``--pack-short-s``)."""
-    unpacked_retry: bool = False
-    """Its packed decode read too little for its audio and it was decoded again on its own."""
     short: bool = False
     """It was encoded on a short window (``--short-window-pad-s``, ``--short-final-pad-s``) and read there."""
     whole_retry: bool = False
