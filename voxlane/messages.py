@@ -35,7 +35,7 @@ class TranscribeOptions(msgspec.Struct, frozen=True):
     """Decode with Whisper's timestamp tokens: segments with their times, and continuation passes where a
     decode stops before its window's audio does. False where the response shows no times (json or text,
     no word timestamps; --decode-timestamps): a request of one window is then read as one segment, in one
-    pass; a longer request keeps the timestamps (runners/whisper.py ``_no_timestamps``)."""
+    pass; a longer request keeps the timestamps (runners/whisper_prompts.py ``no_timestamps``)."""
 
 
 class WindowRequest(msgspec.Struct, tag="window"):

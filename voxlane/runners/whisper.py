@@ -102,6 +102,8 @@ class _Round:
 
 
 class WhisperRunner:
+    """Decodes batches of windows (``run``) on one Whisper model, as its ``WhisperOptions`` say."""
+
     def __init__(
         self,
         model: ctranslate2.models.Whisper,
@@ -164,9 +166,8 @@ class WhisperRunner:
         of seconds, read from the JIT cache on the next start) and cuBLAS picks its algorithms per shape.
         Then every other kind of decode a request may ask for, once each, since each has kernels of its own:
         a beam search of each of ``beam_sizes`` (a live turn's final: --realtime-beam-size) and of the doubt
-        beam (--doubt-beam-size), a sampled
-        decode (the temperature fallback), word alignment (timestamp_granularities=word) and features cut
-        short (live partials are cut to their audio)."""
+        beam (--doubt-beam-size), a sampled decode (the temperature fallback), word alignment
+        (timestamp_granularities=word) and features cut short (live partials are cut to their audio)."""
         sizes = sorted({1, max_batch_size, *(2**k for k in range(1, max_batch_size.bit_length()))})
         tok = self.tokenizer("transcribe", "en")
         silence = np.full((self.n_mels, N_FRAMES), -1.5, dtype=np.float32)  # digital silence's log-mel
