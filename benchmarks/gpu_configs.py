@@ -5,8 +5,8 @@
 Every server starts at once, each with a JIT cache of its own; faster-whisper's BatchedInferencePipeline
 (benchmarks/fw_batched_server.py: batch 16, 4 replicas) can be one of them, as `FW`. A load is `voxlane bench
 serve` at 64 clients (/health probed every 20 ms from its own process), on the dev set's long files (60 s or
-more, 128 requests) or its short ones (30 s or less, 512 requests); WER, windows per audio hour, the packed
-share and unpacked retries come from its report.
+more, 128 requests) or its short ones (30 s or less, 512 requests); WER and windows per audio hour come from its
+report.
 
     python benchmarks/gpu_configs.py --dataset DIR/manifest.jsonl \\
         --server D= --server W10="--audio-preprocess-workers 10" --server FW=fw \\
@@ -52,8 +52,6 @@ def load(base_url: str, dataset: str, subset: str, scale: float, result_dir: Pat
         "wer": None if r["wer"] is None else round(100 * r["wer"], 2),
         "wer_errors": r.get("wer_errors"),
         "windows_per_audio_hour": windows.get("windows_per_audio_hour"),
-        "packed_share": windows.get("packed_share"),
-        "unpacked_retries": windows.get("unpacked_retries"),
         "gpu_util_mean": round(gpu["util_mean"], 1),
     }
 
@@ -129,7 +127,7 @@ def main() -> int:
 
 
 def report(summary: dict[str, Any]) -> None:
-    head = f"{'E2E p50/p99 s':>14} {'/health p50/p95/p99/max ms':>27} {'WER':>6} {'w/h':>5} packed"
+    head = f"{'E2E p50/p99 s':>14} {'/health p50/p95/p99/max ms':>27} {'WER':>6} {'w/h':>5}"
     print(f"{'load':<16} {'RTFx':>7} {head}")
     for key, r in summary["loads"].items():
         if not isinstance(r, dict):
@@ -139,7 +137,7 @@ def report(summary: dict[str, Any]) -> None:
         wph = r["windows_per_audio_hour"]
         print(
             f"{key:<16} {r['rtfx']:>7} {e['p50']:>6}/{e['p99']:<7} {h['p50']:>6}/{h['p95']}/{h['p99']}/{h['max']:<8} "
-            f"{r['wer']!s:>6} {'' if wph is None else round(wph):>5} {r['packed_share']} {r['failed'] or ''}"
+            f"{r['wer']!s:>6} {'' if wph is None else round(wph):>5} {r['failed'] or ''}"
         )
 
 

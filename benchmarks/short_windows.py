@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import jiwer
@@ -74,10 +75,15 @@ def main() -> int:
     texts_of: dict[str, dict[str, list[str]]] = {c: {} for c in configs}
     for _ in range(args.rounds):
         for config in configs:
-            pad_s, doubt, max_s, runner.beam_size = parse(config)
+            pad_s, doubt, max_s, beam_size = parse(config)
             base.SHORT_MAX_S = whisper.SHORT_MAX_S = max_s
-            runner.short_pad_frames = round(pad_s * FRAMES_PER_SECOND)
-            runner.doubt_beam_size, runner.doubt_log_prob = (5, doubt) if doubt is not None else (0, -0.5)
+            runner.options = replace(
+                runner.options,
+                beam_size=beam_size,
+                doubt_beam_size=5 if doubt is not None else 0,
+                doubt_log_prob=doubt if doubt is not None else -0.5,
+                short_pad_frames=round(pad_s * FRAMES_PER_SECOND),
+            )
             started = time.perf_counter()
             score = [0, 0, 0, 0]
             for name, ref, pieces in files:

@@ -35,7 +35,7 @@ class TranscribeOptions(msgspec.Struct, frozen=True):
     """Decode with Whisper's timestamp tokens: segments with their times, and continuation passes where a
     decode stops before its window's audio does. False where the response shows no times (json or text,
     no word timestamps; --decode-timestamps): a request of one window is then read as one segment, in one
-    pass; a longer request keeps the timestamps (runners/whisper.py ``_no_timestamps``)."""
+    pass; a longer request keeps the timestamps (runners/whisper_prompts.py ``no_timestamps``)."""
 
 
 class WindowRequest(msgspec.Struct, tag="window"):
@@ -174,10 +174,6 @@ class WindowResult(msgspec.Struct, tag="result"):
     error: str | None = None
     passes: int = 1
     """Decode passes the window took (more than 1 when its decode stopped early and was continued)."""
-    packed: bool = False
-    """The window shared an encoder pass with other short windows (``--pack-short-s``)."""
-    unpacked_retry: bool = False
-    """Its packed decode read too little for its audio and it was decoded again on its own."""
     short: bool = False
     """It was encoded on a short window (``--short-window-pad-s``, ``--short-final-pad-s``) and read there."""
     whole_retry: bool = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 
@@ -29,12 +30,11 @@ class ModelSpy:
 
 @contextmanager
 def spied_runner(runner: Any, **settings: Any) -> Iterator[list[tuple[str, int | None, dict[str, Any]]]]:
-    """``runner`` with its encoder and decoder spied on and ``settings`` (its attributes, such as
-    ``short_pad_frames``) set for the block; yields the calls, and puts everything back after."""
+    """``runner`` with its encoder and decoder spied on and ``settings`` (fields of its ``WhisperOptions``,
+    such as ``short_pad_frames``) set for the block; yields the calls, and puts everything back after."""
     calls: list[tuple[str, int | None, dict[str, Any]]] = []
-    saved = {name: getattr(runner, name) for name in ("model", "decoder", *settings)}
-    for name, value in settings.items():
-        setattr(runner, name, value)
+    saved = {name: getattr(runner, name) for name in ("model", "decoder", "options")}
+    runner.options = replace(runner.options, **settings)
     runner.model, runner.decoder = ModelSpy(saved["model"], calls), ModelSpy(saved["decoder"], calls)
     try:
         yield calls

@@ -52,19 +52,18 @@ def decodes(runner: WhisperRunner, work: list[WindowPass]) -> tuple[list[str], l
 
 
 def test_a_doubted_window_takes_the_beams_text(runner: WhisperRunner, window: WindowPass, monkeypatch) -> None:
-    monkeypatch.setattr(runner, "doubt_beam_size", 0)
+    monkeypatch.setattr(runner, "options", replace(runner.options, doubt_beam_size=0))
     (greedy,), _ = decodes(runner, [window])
-    monkeypatch.setattr(runner, "beam_size", 5)
+    monkeypatch.setattr(runner, "options", replace(runner.options, beam_size=5))
     (beam,), _ = decodes(runner, [window])
     assert greedy != beam  # this window reads differently with a beam (else the test proves nothing)
 
-    monkeypatch.setattr(runner, "beam_size", 1)
-    monkeypatch.setattr(runner, "doubt_beam_size", 5)
-    monkeypatch.setattr(runner, "doubt_log_prob", 0.0)  # every decode is doubted
+    # Every decode is doubted.
+    monkeypatch.setattr(runner, "options", replace(runner.options, beam_size=1, doubt_beam_size=5, doubt_log_prob=0.0))
     (text,), calls = decodes(runner, [window])
     assert calls == [(1, 1), (1, 5)] and text == beam
 
-    monkeypatch.setattr(runner, "doubt_log_prob", -5.0)  # none is
+    monkeypatch.setattr(runner, "options", replace(runner.options, doubt_log_prob=-5.0))  # none is
     (text,), calls = decodes(runner, [window])
     assert calls == [(1, 1)] and text == greedy
 
@@ -72,8 +71,7 @@ def test_a_doubted_window_takes_the_beams_text(runner: WhisperRunner, window: Wi
 def test_live_work_and_windows_already_decoded_with_the_beam_are_not_doubted(
     runner: WhisperRunner, window: WindowPass, monkeypatch
 ) -> None:
-    monkeypatch.setattr(runner, "doubt_beam_size", 5)
-    monkeypatch.setattr(runner, "doubt_log_prob", 0.0)
+    monkeypatch.setattr(runner, "options", replace(runner.options, doubt_beam_size=5, doubt_log_prob=0.0))
     partial = WindowPass(replace_msg(window.msg, request_id="p", partial=True, deadline_s=0.5), window.features)
     final = WindowPass(replace_msg(window.msg, request_id="f", deadline_s=0.1), window.features)
     wide = WindowPass(replace_msg(window.msg, request_id="w", options=TranscribeOptions(beam_size=5)), window.features)
@@ -96,8 +94,7 @@ def test_neither_the_beam_nor_the_fallback_may_replace_a_decode_by_a_loop(
     samples = decode_audio(clip.path.read_bytes(), 60.0).samples
     features, n_frames, speech = window_features(samples, runner.n_mels, 0.0)
     msg = WindowRequest("r", 0, 1, 0.0, clip.duration_s, n_frames, runner.n_mels, TranscribeOptions(), speech)
-    monkeypatch.setattr(runner, "short_pad_frames", 500)
-    monkeypatch.setattr(runner, "doubt_beam_size", 5)
+    monkeypatch.setattr(runner, "options", replace(runner.options, short_pad_frames=500, doubt_beam_size=5))
     (text,), calls = decodes(runner, [WindowPass(msg, features)])
     assert (1, 5) in calls  # the beam was asked
     assert text.split() == ["6."], text

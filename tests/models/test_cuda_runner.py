@@ -54,7 +54,8 @@ def test_the_warm_up_runs_every_kind_of_decode_a_request_may_ask_for() -> None:
     runner.warm_up(4, beam_sizes=(3,))
     generates = [kw for name, _, kw in calls if name == "generate"]
     beams = {kw.get("beam_size", 1) for kw in generates if "sampling_temperature" not in kw}
-    assert {3, runner.doubt_beam_size} <= beams and runner.doubt_beam_size > 1  # the live final's, the doubt's
+    doubt_beam_size = runner.options.doubt_beam_size
+    assert {3, doubt_beam_size} <= beams and doubt_beam_size > 1  # the live final's, the doubt's
     assert any(kw.get("sampling_temperature", 0) > 0 for kw in generates)
     assert any(name == "align" for name, _, _ in calls)
     assert {frames for name, frames, _ in calls if name == "encode"} == {3000, 300}

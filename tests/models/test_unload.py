@@ -16,7 +16,8 @@ from voxlane.audio.pipeline import window_features
 from voxlane.config import EngineConfig, default_model_path
 from voxlane.messages import TranscribeOptions, WindowRequest
 from voxlane.runners.base import WindowPass
-from voxlane.runners.whisper import Memo, WhisperRunner
+from voxlane.runners.whisper import WhisperRunner
+from voxlane.runners.whisper_prompts import Memo
 
 
 def load() -> WhisperRunner:

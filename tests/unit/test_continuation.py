@@ -8,7 +8,7 @@ import pytest
 from voxlane.audio.features import log_mel
 from voxlane.engine.request import WindowWork
 from voxlane.messages import Segment, TranscribeOptions, WindowRequest
-from voxlane.runners.whisper import speech_after
+from voxlane.runners.whisper_segments import speech_after
 
 
 def window(offset_s: float, samples: np.ndarray, speech: list[tuple[float, float]] | None = None) -> WindowWork:

@@ -3,7 +3,7 @@ reads below are what short reads of `voxlane bench realtime`'s finals said (docs
 
 from __future__ import annotations
 
-from voxlane.runners.whisper import short_read_loops
+from voxlane.runners.whisper_decode import short_read_loops
 
 SURE = -0.3  # a mean token log-probability the decoder is sure of
 

@@ -36,8 +36,11 @@ def test_a_live_final_is_short_with_its_own_pad_and_a_partial_never() -> None:
     assert not is_short(final, PAD, 0)  # --short-final-pad-s 0: finals take 30 s
     assert not is_short(window(3.0), 0, FINAL_PAD)  # and the finals' pad is not the batch windows'
     assert not is_short(window(8.1, deadline_s=0.1), PAD, FINAL_PAD)  # the context counts in the 8 s
-    final.whole = True  # the runner reads it again on 30 s: its short read looped
-    assert not is_short(final, PAD, FINAL_PAD)
+    final.beam_size = 1
+    whole = final.read_whole()  # the runner reads it again on 30 s: its short read looped
+    assert not is_short(whole, PAD, FINAL_PAD)
+    assert is_short(final, PAD, FINAL_PAD)  # the pass it was copied from is left as it was
+    assert whole.msg is final.msg and whole.features is final.features and whole.beam_size == 1
     assert not is_short(window(3.0, deadline_s=0.5, partial=True), PAD, FINAL_PAD)  # cut to its audio already
 
 

@@ -187,8 +187,6 @@ def window_lines(w: dict[str, Any] | None) -> list[str]:
         return []
     return [
         f"{'Whisper windows (per audio hour)':<40}{w['windows']} ({_num(w['windows_per_audio_hour'], 1)})",
-        f"{'Packed windows (share) / retried alone':<40}{w['packed_windows']} ({_num(w['packed_share'], 3)}) / "
-        f"{w['unpacked_retries']}",
         f"{'Continuation passes (per window)':<40}{w['continuation_passes']} "
         f"({_num(w['continuation_passes_per_window'], 3)})",
     ]

@@ -1,6 +1,6 @@
-"""What the server did for a run, from its /metrics before and after: Whisper windows per hour of audio, the
-share of them that shared an encoder pass (packed), packed decodes done again unpacked, and extra decode
-passes. A server that is not voxlane (or hides /metrics) gives None, and the report leaves the figures out."""
+"""What the server did for a run, from its /metrics before and after: Whisper windows per hour of audio and
+extra decode passes. A server that is not voxlane (or hides /metrics) gives None, and the report leaves
+the figures out."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ COUNTERS = {
     "windows": "voxlane_windows_total",
     "audio_s": "voxlane_audio_seconds_total",
     "continuation_passes": "voxlane_continuation_passes_total",
-    "packed": "voxlane_windows_packed_total",
-    "unpacked_retries": "voxlane_windows_unpacked_retries_total",
 }
 
 
@@ -42,9 +40,6 @@ def window_figures(before: dict[str, float] | None, after: dict[str, float] | No
         "windows": int(d["windows"]),
         "audio_s": d["audio_s"],
         "windows_per_audio_hour": d["windows"] / d["audio_s"] * 3600 if d["audio_s"] > 0 else None,
-        "packed_windows": int(d["packed"]),
-        "packed_share": d["packed"] / d["windows"] if d["windows"] else None,
-        "unpacked_retries": int(d["unpacked_retries"]),
         "continuation_passes": int(d["continuation_passes"]),
         "continuation_passes_per_window": d["continuation_passes"] / d["windows"] if d["windows"] else None,
     }

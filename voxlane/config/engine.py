@@ -87,15 +87,6 @@ class EngineConfig:
     and a queue long enough that the beam would slow the engine down gets greedy decodes. On the wide dev
     set's core, 16 at once, 4 s beamed a third of the windows: 22.51% WER at RTFx 13.6, against 23.26% at 20.3
     all greedy and 22.40% at 9.3 with 8 s (docs/decoding.md)."""
-    pack_short_s: float = setting(
-        0.0,
-        "windows whose audio lasts at most this many seconds (short requests, the last window of a long one) "
-        "share encoder passes when several are batched, each decoded on its own (not windows encoded short: "
-        "--short-window-pad-s); 0 = off",
-        minimum=0.0,
-        maximum=14.0,
-    )
-    """runners/packing.py; docs/asr-engine.md, third and fourth rounds."""
     short_window_pad_s: float = setting(
         None,
         "seconds of silence after the audio of a window with at most 8 s of audio (a short request, the last "

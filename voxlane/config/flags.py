@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-GROUPS = ("server", "limits", "models", "ASR", "TTS", "realtime", "scale-out", "GPU", "other")
+GROUPS = ("server", "limits", "models", "ASR", "TTS", "realtime", "scale-out", "GPU")
 """The groups of ``voxlane serve --help``, in order."""
 
 
@@ -25,8 +25,8 @@ class Flag:
 
     help: str
     """One line for ``--help`` and the tables; it names the unit."""
-    group: str = "other"
-    """The heading it is listed under (one of :data:`GROUPS`)."""
+    group: str = ""
+    """The heading it is listed under: one of :data:`GROUPS`, which every setting must name."""
     user: bool = False
     """Shown by ``voxlane serve --help`` and in the README; otherwise an expert knob, shown by ``--help-all``."""
     choices: tuple[str, ...] = ()
@@ -42,6 +42,10 @@ class Flag:
     by_device: bool = False
     """The default depends on where Whisper runs (config/device.py ``defaults_for``); the field holds None until
     the device is known."""
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUPS:
+            raise ValueError(f"a setting's group is one of {', '.join(GROUPS)}, not {self.group!r}")
 
 
 def setting(default: Any, help: str, *, secret: bool = False, **accepts: Any) -> Any:

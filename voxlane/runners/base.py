@@ -15,6 +15,7 @@ where a runner is built.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,15 +39,19 @@ class WindowPass:
     """Passes over this window that ran before this one (0: the window's first decode)."""
     earlier: list[Segment] = field(default_factory=list)
     """Segments the earlier passes decoded; the window's result is these plus this pass's."""
-    packed: bool = field(default=False, init=False)
-    """Set by the runner for the decode under way: the window shared an encoder pass with other windows
-    (runners/packing.py) and is decoded without timestamp tokens."""
     beam_size: int | None = field(default=None, init=False)
     """Set by the scheduler: the beam of this pass's first decode (load-adaptive decoding); None: the
     runner's ``--beam-size``. A window's own ``TranscribeOptions.beam_size`` (live work) goes first."""
     whole: bool = field(default=False, init=False)
     """Set by the runner: a live final whose short encoding read a loop is decoded again on all 30 s
     (``is_short`` is then False)."""
+
+    def read_whole(self) -> Self:
+        """A copy of this pass marked ``whole``, with every other field as it is (``init=False`` ones too);
+        this pass is left unchanged."""
+        again = copy.copy(self)
+        again.whole = True
+        return again
 
     @property
     def request_id(self) -> str:
@@ -80,26 +85,10 @@ class WindowPass:
         )
 
 
-def is_packable(work: WindowPass, pack_frames: int) -> bool:
-    """Whether a window may share an encoder pass (``--pack-short-s``): the first pass of a transcription's
-    window (not live work: its partials come cut, its finals read on from a forced context) whose audio lasts
-    at most ``pack_frames``, and that asks for no word timestamps or logprobs (their alignment pass reads
-    the window's timing from its start)."""
-    options = work.msg.options
-    return (
-        pack_frames > 0
-        and not work.msg.is_live
-        and work.passes == 0
-        and work.msg.n_frames <= pack_frames
-        and not (options.word_timestamps or options.logprobs or options.prefix)
-    )
-
-
 SHORT_MAX_S = 8.0
 """Only windows with at most this much audio are encoded short. On the dev set's 124 pieces of at most 12 s
 (1,826 words, each decoded alone, doubt beam 5), short windows of 5 s of pad read 7.23% WER up to 8 s against
-7.28% with 30 s windows, and 7.56% when windows of 10 s or 25 s were encoded short too (docs/asr-engine.md,
-fourth round)."""
+7.28% with 30 s windows, and 7.56% when windows of 10 s or 25 s were encoded short too (docs/asr-engine.md)."""
 
 
 def short_pad(work: WindowPass, pad_frames: int, final_pad_frames: int) -> int:

@@ -69,16 +69,6 @@ class Metrics:
             ["beam_size"],
             registry=registry,
         )
-        self.windows_packed = Counter(
-            "voxlane_windows_packed",
-            "Windows of those that shared an encoder pass with other short windows (--pack-short-s).",
-            registry=registry,
-        )
-        self.windows_unpacked_retries = Counter(
-            "voxlane_windows_unpacked_retries",
-            "Windows whose packed decode read too little for their audio and were decoded again on their own.",
-            registry=registry,
-        )
         self.continuations = Counter(
             "voxlane_continuation_passes",
             "Extra decode passes over windows whose decode stopped early.",

@@ -415,8 +415,6 @@ class _Job:
                         metrics.first_text_seconds.observe(time.perf_counter() - self.arrived_s)
                     metrics.windows.inc()
                     metrics.windows_by_beam.labels(str(result.beam_size)).inc()
-                    metrics.windows_packed.inc(result.packed)
-                    metrics.windows_unpacked_retries.inc(result.unpacked_retry)
                     metrics.continuations.inc(result.passes - 1)
                     metrics.queued_audio_seconds.dec(window_s[result.index])
                     queued_s -= window_s[result.index]
