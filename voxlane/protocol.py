@@ -134,8 +134,8 @@ class TranscriptionRequest(BaseModel):
 
     @model_validator(mode="after")
     def _fields_fit_the_response_format(self) -> TranscriptionRequest:
-        """The fields that only some response formats have a place for. A ``diarized_json`` request's own rules
-        need the server (can it diarize?), so the route checks them (server/diarized.py)."""
+        """The fields that only some response formats have a place for. ``diarized_json`` has rules of its own,
+        some of which need the server (can it diarize?): the route checks those (server/diarized.py)."""
         fmt = self.response_format
         if self.stream and fmt not in ("json", "text", "diarized_json"):
             raise _rule(
