@@ -4,10 +4,12 @@ routes read by hand (``multipart_body``). Nothing here touches the engine."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from voxlane.languages import LANGUAGES
 
@@ -38,6 +40,20 @@ class ServerVad(BaseModel):
 ChunkingStrategy = Literal["auto", "none"] | ServerVad
 """``auto`` (VAD with the defaults above), a ``server_vad`` object, or ``none`` (voxlane's: no VAD, fixed
 30 s windows cut at the quietest point; OpenAI's behaviour when the field is absent)."""
+
+CHUNKING_HINT = (
+    "send chunking_strategy='auto', 'none' or a server_vad object such as "
+    '{"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 200} '
+    "(threshold 0 to 1, durations 0 to 10000 ms)"
+)
+
+FORM_RULE = "voxlane_form_rule"
+"""The pydantic error type of a request's own rules that a field's type cannot say (which fields go together,
+how a form spells an object): its message is the whole message, its ``ctx["param"]`` the field to blame."""
+
+
+def _rule(message: str, param: str) -> PydanticCustomError:
+    return PydanticCustomError(FORM_RULE, message, {"param": param})
 
 
 class TranscriptionRequest(BaseModel):
@@ -83,6 +99,61 @@ class TranscriptionRequest(BaseModel):
     languages: list[str] = Field(default_factory=list)
     """Accepted for OpenAI's clients; Whisper decodes one language per request (``language``), so this is
     ignored (docs/openai-compatibility.md)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chunking_strategy_as_a_form_sends_it(cls, data: Any) -> Any:
+        """``chunking_strategy`` as the model reads it. A form sends it as 'auto' (or 'none'), as a JSON object
+        in one field (curl), or as bracketed fields, ``chunking_strategy[type]=server_vad`` and so on (the openai
+        client's multipart encoding of an object)."""
+        if not isinstance(data, dict):
+            return data
+        fields = dict(data)
+        nested = {
+            key[len("chunking_strategy[") : -1]: fields.pop(key)
+            for key in list(fields)
+            if isinstance(key, str) and key.startswith("chunking_strategy[") and key.endswith("]")
+        }
+        raw = fields.get("chunking_strategy")
+        if nested:
+            if raw is not None:
+                raise _rule(f"chunking_strategy is sent twice; {CHUNKING_HINT}", "chunking_strategy")
+            fields["chunking_strategy"] = nested
+        elif isinstance(raw, str):
+            raw = raw.strip()
+            if raw.startswith("{"):
+                try:
+                    fields["chunking_strategy"] = json.loads(raw)
+                except json.JSONDecodeError:
+                    raise _rule(f"chunking_strategy is not valid JSON; {CHUNKING_HINT}", "chunking_strategy") from None
+            elif raw in ("", "null"):
+                fields.pop("chunking_strategy")
+            else:
+                fields["chunking_strategy"] = raw
+        return fields
+
+    @model_validator(mode="after")
+    def _fields_fit_the_response_format(self) -> TranscriptionRequest:
+        """The fields that only some response formats have a place for. ``diarized_json`` has rules of its own,
+        some of which need the server (can it diarize?): the route checks those (server/diarized.py)."""
+        fmt = self.response_format
+        if self.stream and fmt not in ("json", "text", "diarized_json"):
+            raise _rule(
+                "stream=true sends text deltas (or diarized segments); use response_format 'json', 'text' or "
+                "'diarized_json' with it",
+                "stream",
+            )
+        if fmt == "diarized_json":
+            return self
+        if self.include and fmt != "json":
+            raise _rule(
+                "include[]=logprobs needs response_format='json' (OpenAI's rule: the other formats have no place "
+                "for them)",
+                "include",
+            )
+        if self.timestamp_granularities and fmt != "verbose_json":
+            raise _rule("timestamp_granularities needs response_format='verbose_json'", "timestamp_granularities")
+        return self
 
     @field_validator("keywords")
     @classmethod
@@ -347,8 +418,9 @@ class TranscriptTextDone(BaseModel):
     type: Literal["transcript.text.done"] = "transcript.text.done"
     text: str
     logprobs: list[Logprob] | None = None
-    """Every token's, with ``include[]=logprobs``."""
-    usage: TokenUsage | None = None
+    """Every token's, with ``include[]=logprobs``; a diarized stream sends no ``logprobs``."""
+    usage: TokenUsage | Usage | None = None
+    """Tokens; a diarized stream's, the audio's duration as its ``diarized_json`` response has it."""
 
 
 class SpeechAudioDelta(BaseModel):

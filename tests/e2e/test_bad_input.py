@@ -118,6 +118,18 @@ CASES = {
         400,
         ["stream"],
     ),
+    "timestamp_granularities with json": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"timestamp_granularities[]": "word"},
+        400,
+        ["timestamp_granularities", "response_format='verbose_json'"],
+    ),
+    "chunking_strategy sent twice": (
+        lambda d: {"file": ("a.wav", wav_bytes(16000))},
+        {"chunking_strategy": "auto", "chunking_strategy[type]": "server_vad"},
+        400,
+        ["sent twice", "server_vad"],
+    ),
     "unknown chunking_strategy": (
         lambda d: {"file": ("a.wav", wav_bytes(16000))},
         {"chunking_strategy": "fast"},
@@ -154,6 +166,13 @@ CASES = {
 CODES = {"truncated mp3": "audio_too_short", "0.05 s of audio": "audio_too_short"}
 """The OpenAI error ``code`` some cases must carry."""
 
+PARAMS = {
+    "stream with srt": "stream",
+    "timestamp_granularities with json": "timestamp_granularities",
+    "chunking_strategy sent twice": "chunking_strategy",
+}
+"""The field some cases must blame: a rule between fields names the one to change."""
+
 
 @pytest.mark.parametrize("case", sorted(CASES), ids=lambda case: case.replace(" ", "-"))
 def test_bad_input_gets_a_clear_4xx(server, dev_set, case: str) -> None:
@@ -161,6 +180,8 @@ def test_bad_input_gets_a_clear_4xx(server, dev_set, case: str) -> None:
     error = assert_error(post(server, make_files(dev_set), data), status, *words)
     if case in CODES:
         assert error["code"] == CODES[case]
+    if case in PARAMS:
+        assert error["param"] == PARAMS[case]
 
 
 @pytest.mark.parametrize(("rate", "seconds"), [(1000, 1.0), (768000, 0.2)])

@@ -29,7 +29,14 @@ from voxlane.engine.client import ResultStream, SpeechResult
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
 from voxlane.messages import SpeechUnit
 from voxlane.models import ModelNotPresent, resolve_voice, voice_repo_path
-from voxlane.protocol import SpeechAudioDelta, SpeechAudioDone, SpeechRequest, error_responses, sse_content
+from voxlane.protocol import (
+    SpeechAudioDelta,
+    SpeechAudioDone,
+    SpeechRequest,
+    SpeechUsage,
+    error_responses,
+    sse_content,
+)
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 from voxlane.text.phonemes import phoneme_ids, prepare
@@ -254,8 +261,6 @@ async def _audio(job: _SpeechJob) -> AsyncIterator[bytes]:
 
 async def _sse_audio(job: _SpeechJob) -> AsyncGenerator[dict[str, Any], None]:
     async for data in job.chunks():
-        yield {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
-    yield {
-        "type": "speech.audio.done",
-        "usage": {"input_tokens": len(job.body.input), "output_tokens": 0, "total_tokens": len(job.body.input)},
-    }
+        yield SpeechAudioDelta(audio=base64.b64encode(data).decode("ascii")).model_dump()
+    usage = SpeechUsage(input_tokens=len(job.body.input), output_tokens=0, total_tokens=len(job.body.input))
+    yield SpeechAudioDone(usage=usage).model_dump()

@@ -1,10 +1,10 @@
 """POST /v1/audio/transcriptions and /v1/audio/translations.
 
 Path of a request: admission (429 at once when the server has too many requests or its queue is full)
--> parse and validate the form (event loop, cheap) -> decode + split on the audio pool (int16; silent
-windows dropped; 429 as soon as the audio with sound passes the queue's room) -> queue room for its
-windows (429 if none) -> per window: log-mel on the audio pool, then send to the engine -> results in
-window order -> render. Feature computation of later windows overlaps the engine's work on earlier ones;
+-> read and check the form (event loop, cheap; transcription_form.py) -> decode + split on the audio pool
+(int16; silent windows dropped; 429 as soon as the audio with sound passes the queue's room) -> queue room
+for its windows (429 if none) -> per window: log-mel on the audio pool, then send to the engine -> results
+in window order -> render. Feature computation of later windows overlaps the engine's work on earlier ones;
 a window's samples are let go once its features are sent. A client that goes away aborts the request's
 windows in the engine.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import time
@@ -26,7 +25,6 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from voxlane.audio import shared
@@ -41,17 +39,14 @@ from voxlane.audio.pipeline import (
 )
 from voxlane.audio.vad import VadOptions
 from voxlane.engine.client import ResultStream
-from voxlane.errors import ClientGone, InvalidRequest, VoxlaneError
+from voxlane.errors import ClientGone, VoxlaneError
 from voxlane.languages import language_name
 from voxlane.messages import Segment, SpeakerResult, SpeakerWindow, TranscribeOptions, WindowRequest, WindowResult
 from voxlane.models import WhisperModel
 from voxlane.protocol import (
-    MAX_KNOWN_SPEAKERS,
-    RESPONSE_FORMATS,
     DiarizedSegment,
     DiarizedTranscription,
     Logprob,
-    ServerVad,
     Task,
     TokenUsage,
     TokenUsageDetails,
@@ -64,13 +59,12 @@ from voxlane.protocol import (
     Usage,
     VerboseTranscription,
     error_responses,
-    multipart_body,
     sse_content,
 )
 from voxlane.server import diarized
 from voxlane.server.diarized import Diarization
 from voxlane.server.formats import join_text, to_srt, to_vtt, token_logprobs
-from voxlane.server.forms import UploadLimit, file_part, read_form, text_fields
+from voxlane.server.routes.transcription_form import OPENAPI_BODY, TranscriptionForm
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 from voxlane.speakers.features import window_speaker_features
@@ -78,24 +72,6 @@ from voxlane.speakers.features import window_speaker_features
 log = logging.getLogger(__name__)
 router = APIRouter()
 
-
-_LIST_FIELDS = (
-    "timestamp_granularities",
-    "include",
-    "keywords",
-    "languages",
-    "known_speaker_names",
-    "known_speaker_references",
-)
-"""Fields that hold a list: the openai client sends each item as a part named 'name[]'."""
-
-# The form is read by hand (_read_form, for OpenAI's error messages and the openai client's spellings of
-# chunking_strategy); this is what /openapi.json and /docs show of it.
-_FORM = multipart_body(
-    {"file": "The audio: wav, flac, mp3, ogg, webm, m4a or anything else FFmpeg reads."},
-    TranscriptionRequest,
-    rename={name: name + "[]" for name in _LIST_FIELDS},
-)
 _TEXT = {"schema": {"type": "string"}}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
@@ -111,7 +87,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 _ROUTE: dict[str, Any] = {
     "response_model": Transcription | VerboseTranscription | DiarizedTranscription,
     "responses": _RESPONSES,
-    "openapi_extra": _FORM,
+    "openapi_extra": OPENAPI_BODY,
 }
 
 
@@ -133,43 +109,8 @@ async def _handle(request: Request, task: Task) -> Response:
 
 
 async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: float) -> Response:
-    limit = UploadLimit(
-        state.config.max_upload_mb,
-        "--max-upload-mb",
-        advice=": send a compressed format such as mp3 or opus, or split the audio",
-    )
-    upload, params = await _read_form(request, state, limit)
-    model = await state.models.whisper(params.model, state.executors)  # 404 before any work for an unknown one
-    if task == "translate" and not model.multilingual:
-        raise InvalidRequest(
-            f"the model '{model.name}' is English-only and cannot translate; send a multilingual Whisper model "
-            "(whisper-base: pip install 'voxlane[multilingual]'; docs/models.md) or use /v1/audio/transcriptions",
-            param="model",
-            code="translation_unsupported",
-        )
-    if params.language not in (None, "en") and not model.multilingual:
-        raise InvalidRequest(
-            f"the model '{model.name}' is English-only; send language='en' or leave language out, or send a "
-            "multilingual model (whisper-base)",
-            param="language",
-        )
-    if params.stream and params.response_format not in ("json", "text", "diarized_json"):
-        raise InvalidRequest(
-            "stream=true sends text deltas (or diarized segments); use response_format 'json', 'text' or "
-            "'diarized_json' with it",
-            param="stream",
-        )
-    diarized.check(state, task, params)
-    if params.include and params.response_format != "json":
-        raise InvalidRequest(
-            "include[]=logprobs needs response_format='json' (OpenAI's rule: the other formats have no place for them)",
-            param="include",
-        )
-    if params.timestamp_granularities and params.response_format != "verbose_json":
-        raise InvalidRequest(
-            "timestamp_granularities needs response_format='verbose_json'", param="timestamp_granularities"
-        )
-    limit.check(upload.size or 0)
+    form = await TranscriptionForm.read(request, state, task)
+    params = form.params
     diarization = None
     if params.response_format == "diarized_json":
         diarization = Diarization(await diarized.references(state, params))
@@ -177,7 +118,7 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
     loading = asyncio.ensure_future(state.whisper_model(params.model))
     loading.add_done_callback(lambda t: t.cancelled() or t.exception())  # read when the decode failed first
     try:
-        audio = await _decode(state, upload, _vad_options(params.chunking_strategy or state.config.chunking_strategy))
+        audio = await _decode(state, form.upload, form.vad)
         await loading
     except OverBudget as exc:
         raise state.engine.audio_full(exc.kept_s) from None
@@ -192,7 +133,7 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
         logprobs="logprobs" in params.include,
         timestamps=state.config.decode_timestamps == "always" or params.response_format not in ("json", "text"),
     )
-    job = _Job(state, audio, options, arrived_s, model, diarization)
+    job = _Job(state, audio, options, arrived_s, form.model, diarization)
     if params.stream:
         if job.windows:  # the stream's queue room is taken when it starts: answer a full queue now
             state.engine.check_alive()
@@ -266,89 +207,6 @@ async def _decode_shared(state: AppState, upload: UploadFile, vad: VadOptions | 
     if split.windows:
         transfers.labels("pipe" if split.block is None else "shared_memory").inc()
     return split
-
-
-async def _read_form(request: Request, state: AppState, limit: UploadLimit) -> tuple[UploadFile, TranscriptionRequest]:
-    form = await read_form(
-        request,
-        limit,
-        other_bytes=64 * 1024 + MAX_KNOWN_SPEAKERS * _REFERENCE_PART_BYTES,
-        max_files=1,
-        max_fields=64,
-        parts="a 'file' part",
-    )
-    upload = file_part(form, "file", "missing 'file': send the audio as a multipart file part named 'file'")
-    fields: dict[str, Any] = text_fields(form)
-    for name in _LIST_FIELDS:  # the openai client sends a list as repeated 'name[]' parts
-        values = form.getlist(name + "[]") + form.getlist(name)
-        fields[name] = [v for v in values if isinstance(v, str)]
-        fields.pop(name + "[]", None)
-    _chunking_field(fields)
-    if "model" not in fields:
-        raise InvalidRequest(f"missing 'model': send model='{state.config.model_name}'", param="model")
-    try:
-        return upload, TranscriptionRequest.model_validate(fields)
-    except ValidationError as exc:
-        raise _invalid(exc) from None
-
-
-_REFERENCE_PART_BYTES = 1024 * 1024
-"""Starlette's limit on one text part of a form: a known speaker's reference clip (a data URL) is one; 10 s of
-16 kHz wav in base64 takes 0.43 MB of it."""
-
-_CHUNKING_HINT = (
-    "send chunking_strategy='auto', 'none' or a server_vad object such as "
-    '{"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 200} '
-    "(threshold 0 to 1, durations 0 to 10000 ms)"
-)
-
-
-def _chunking_field(fields: dict[str, Any]) -> None:
-    """``chunking_strategy`` in ``fields`` as the model reads it. It arrives as 'auto' (or 'none'), as a JSON
-    object in one field (curl), or as bracketed fields, ``chunking_strategy[type]=server_vad`` and so on (the
-    openai client's multipart encoding of an object)."""
-    nested = {
-        key[len("chunking_strategy[") : -1]: fields.pop(key)
-        for key in list(fields)
-        if key.startswith("chunking_strategy[") and key.endswith("]")
-    }
-    raw = fields.get("chunking_strategy")
-    if nested:
-        if raw is not None:
-            raise InvalidRequest(f"chunking_strategy is sent twice; {_CHUNKING_HINT}", param="chunking_strategy")
-        fields["chunking_strategy"] = nested
-    elif raw is not None:
-        raw = raw.strip()
-        if raw.startswith("{"):
-            try:
-                fields["chunking_strategy"] = json.loads(raw)
-            except json.JSONDecodeError:
-                raise InvalidRequest(
-                    f"chunking_strategy is not valid JSON; {_CHUNKING_HINT}", param="chunking_strategy"
-                ) from None
-        elif raw in ("", "null"):
-            fields.pop("chunking_strategy")
-        else:
-            fields["chunking_strategy"] = raw
-
-
-def _vad_options(strategy: str | ServerVad) -> VadOptions | None:
-    if isinstance(strategy, ServerVad):
-        return VadOptions(strategy.threshold, strategy.prefix_padding_ms, strategy.silence_duration_ms)
-    return VadOptions() if strategy == "auto" else None
-
-
-def _invalid(exc: ValidationError) -> InvalidRequest:
-    err = exc.errors()[0]
-    param = ".".join(str(p) for p in err["loc"]) or None
-    message = err["msg"].removeprefix("Value error, ")
-    if param == "response_format":
-        message = f"response_format must be one of {', '.join(RESPONSE_FORMATS)}"
-    if param and param.startswith("chunking_strategy"):
-        field = param.split(".")[-1]
-        detail = f"{field}: {message}; " if field in ServerVad.model_fields and field != "type" else ""
-        return InvalidRequest(f"invalid 'chunking_strategy': {detail}{_CHUNKING_HINT}", param="chunking_strategy")
-    return InvalidRequest(f"invalid '{param}': {message}", param=param)
 
 
 _NO_SAMPLES = np.zeros(0, dtype=np.int16)
@@ -545,17 +403,17 @@ async def _cancel_on_disconnect(request: Request, work: Any) -> Any:
 
 async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
     texts: list[str] = []
-    logprobs: list[dict[str, Any]] | None = [] if job.options.logprobs else None
+    logprobs: list[Logprob] | None = [] if job.options.logprobs else None
     output_tokens = 0
     async for result in job.results():
         for segment in result.segments:
             output_tokens += len(segment.tokens)
             if segment.text:
                 texts.append(segment.text)
-                delta = token_logprobs([segment]) if logprobs is not None else None
+                delta = _logprobs([segment]) if logprobs is not None else None
                 if logprobs is not None and delta:
                     logprobs += delta
-                yield {"type": "transcript.text.delta", "delta": segment.text, "logprobs": delta}
+                yield TranscriptTextDelta(delta=segment.text, logprobs=delta).model_dump()
     job.state.metrics.audio_seconds.inc(job.duration_s)
     audio_tokens = math.ceil(job.duration_s * AUDIO_TOKENS_PER_S)
     usage = TokenUsage(
@@ -564,12 +422,7 @@ async def _deltas(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
         total_tokens=audio_tokens + output_tokens,
         input_token_details=TokenUsageDetails(audio_tokens=audio_tokens, text_tokens=0),
     )
-    yield {
-        "type": "transcript.text.done",
-        "text": "".join(texts).strip(),
-        "logprobs": logprobs,
-        "usage": usage.model_dump(),
-    }
+    yield TranscriptTextDone(text="".join(texts).strip(), logprobs=logprobs, usage=usage).model_dump()
 
 
 async def _segment_events(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
@@ -582,11 +435,12 @@ async def _segment_events(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
     for event in diarized.segment_events(parts):
         yield event
     job.state.metrics.audio_seconds.inc(job.duration_s)
-    yield {
-        "type": "transcript.text.done",
-        "text": join_text(segments),
-        "usage": Usage(seconds=math.ceil(job.duration_s)).model_dump(),
-    }
+    done = TranscriptTextDone(text=join_text(segments), usage=Usage(seconds=math.ceil(job.duration_s)))
+    yield done.model_dump(exclude={"logprobs"})
+
+
+def _logprobs(segments: list[Segment]) -> list[Logprob]:
+    return [Logprob.model_validate(t) for t in token_logprobs(segments)]
 
 
 AUDIO_TOKENS_PER_S = 50
@@ -615,9 +469,7 @@ def _render(
     if fmt == "vtt":
         return PlainTextResponse(to_vtt(segments), media_type="text/vtt")
     if fmt == "json":
-        logprobs = (
-            [Logprob.model_validate(t) for t in token_logprobs(segments)] if "logprobs" in params.include else None
-        )
+        logprobs = _logprobs(segments) if "logprobs" in params.include else None
         return JSONResponse(Transcription(text=text, logprobs=logprobs, usage=usage).model_dump(exclude_none=True))
     granularities = params.timestamp_granularities or ["segment"]
     body = VerboseTranscription(
