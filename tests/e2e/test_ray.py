@@ -21,17 +21,15 @@ from typing import TypeVar
 
 import av
 import httpx
-import jiwer
 import openai
 import pytest
-from whisper_normalizer.english import EnglishTextNormalizer
 
 from tests.conftest import Clip, RayCluster, ServerProcess, metric, pid_alive, ray_server
+from voxlane.bench.wer import wer
 
 ENGINE = "VoxlaneEngine"
 FIRST_CHUNK_FRACTION = 0.6
 """A speech stream's first event must arrive within this fraction of the time to its last."""
-_normalise = EnglishTextNormalizer()
 T = TypeVar("T")
 
 
@@ -61,7 +59,7 @@ def _wordiest(dev_set: list[Clip], below_s: float) -> Clip:
 
 
 def _wer(reference: str, hypothesis: str) -> float:
-    return jiwer.wer(_normalise(reference), _normalise(hypothesis))
+    return wer([reference], [hypothesis])
 
 
 def test_transcription_and_streaming_speech_through_the_openai_client(ray_voxlane, dev_set) -> None:

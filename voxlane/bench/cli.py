@@ -422,7 +422,7 @@ def _accuracy(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
-    from voxlane.bench import accuracy, metrics, report, runner, server_counters
+    from voxlane.bench import accuracy, report, runner, server_counters, wer
     from voxlane.bench.options import options_from_args
     from voxlane.config import default_model_path
 
@@ -442,7 +442,7 @@ def _accuracy(args: argparse.Namespace) -> int:
     if args.language:
         opts = dataclasses.replace(opts, extra_body={"language": args.language, **opts.extra_body})
     items = runner.load_inputs(opts)
-    name, normalise = metrics.text_normaliser()
+    name, normalise = wer.text_normaliser()
     runs = []
     windows = None
     if "server" in systems:

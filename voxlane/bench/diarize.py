@@ -42,7 +42,8 @@ from voxlane.bench.conversations import (
     wav_bytes,
 )
 from voxlane.bench.health_probe import HealthProbe
-from voxlane.bench.metrics import error_counts, percentile, text_normaliser
+from voxlane.bench.metrics import percentile
+from voxlane.bench.wer import error_counts, text_normaliser
 
 COLLAR_S = 0.25
 FRAME_S = 0.01
