@@ -177,7 +177,10 @@ def _add_diarize_parser(bench_sub: argparse._SubParsersAction) -> None:
     )
     diarize.add_argument("--base-url", default="http://127.0.0.1:8000", help="the server (default: %(default)s)")
     diarize.add_argument(
-        "--dev-dir", default="../shared/data/dev", help="the dev data set's directory (default: %(default)s)"
+        "--dev-dir",
+        required=True,
+        help="the dev data set's directory: its manifest.jsonl and audio/ with the two-speaker recordings "
+        "(audio/long_so762_SPEAKER_SPEAKER.flac)",
     )
     diarize.add_argument("--conversations", type=int, default=15, help="without overlap (default: 15)")
     diarize.add_argument("--overlap-conversations", type=int, default=5, help="with 0.5 s overlaps (default: 5)")
