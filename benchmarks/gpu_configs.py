@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Several configurations of the server side by side on one GPU, each load run on them in a mirrored order
-(A B C C B A), so that a drifting host weighs on each alike (docs/gpu.md, third round).
+(A B C C B A), so that a drifting host weighs on each alike (docs/gpu.md).
 
 Every server starts at once, each with a JIT cache of its own; faster-whisper's BatchedInferencePipeline
 (benchmarks/fw_batched_server.py: batch 16, 4 replicas) can be one of them, as `FW`. A load is `voxlane bench

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Live transcription on one GPU with configurations side by side (docs/asr-engine.md, seventh round):
+"""Live transcription on one GPU with configurations side by side (docs/asr-engine.md):
 `voxlane bench realtime` at N streams on the dev set's files of 30 s or less, each load run on the servers
 in the order given (A B B A), every server started at once with a JIT cache of its own.
 

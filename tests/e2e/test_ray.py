@@ -167,7 +167,7 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
             assert _wer(clip.text, client.audio.transcriptions.create(model="whisper-1", file=f).text) < 0.3
 
     # Ray starts a new replica, which starts its engine process and loads its models: wait for both (the
-    # engine starts a moment after its replica's process, so checking the two apart raced; CI, 2026-11-27).
+    # engine starts a moment after its replica's process, so checking the two apart raced).
     deadline = time.monotonic() + 120.0
     while time.monotonic() < deadline:
         pids = cluster.replica_pids(ENGINE)

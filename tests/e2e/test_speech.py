@@ -135,7 +135,7 @@ def test_round_trip_through_the_servers_own_whisper(client) -> None:
 
 
 def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> None:
-    """Issue 11: the first sentence of each paragraph is cut into short units, speech runs on parallel
+    """The first sentence of each paragraph is cut into short units, speech runs on parallel
     slots, and units are scaled by the voice's reference peak: the words must survive all of it."""
     from voxlane.bench.paragraphs import PARAGRAPHS
     from voxlane.bench.wer import normalise, wer

@@ -212,7 +212,7 @@ def _diarize(args: argparse.Namespace) -> int:
 
 
 def _add_speech_parsers(bench_sub: argparse._SubParsersAction) -> None:
-    """``bench piper``, ``bench tts`` and ``bench mixed`` (issue 11; voxlane/bench/piper_raw.py, tts_compare.py)."""
+    """``bench piper``, ``bench tts`` and ``bench mixed`` (voxlane/bench/piper_raw.py, tts_compare.py)."""
     piper = bench_sub.add_parser(
         "piper",
         help="the speech ceiling: raw Piper in-process on the 16 paragraphs, per session layout",

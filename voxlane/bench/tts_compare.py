@@ -96,7 +96,7 @@ def measure(opts: BenchOptions) -> dict[str, Any]:
 
 
 def speech_row(r: dict[str, Any]) -> dict[str, Any]:
-    """The figures of issue 11 from one speech run."""
+    """The speech figures of one run (TTFP, audio seconds per wall second, stalled streams, /health)."""
     cont = r.get("continuity") or {}
     ttfp = r.get("ttfp_ms") or {}
     health = r.get("health") or {}
