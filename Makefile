@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: serve test mutants install install-dev install-cuda install-multilingual bench bench-gpu lint image image-cuda clean
+.PHONY: serve test mutants install install-dev install-cuda install-multilingual bench bench-gpu dataset lint image image-cuda clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,12 +50,17 @@ test: install-dev
 mutants: install-dev
 	$(BIN)/python tests/mutants/run.py $(ARGS)
 
-bench: install-dev
-	$(BIN)/python benchmarks/asr_bench.py $(ARGS)
+# Transcription throughput against the raw runner's ceiling (benchmarks/README.md): make bench DATASET=DIR/manifest.jsonl
+bench: dataset install-dev
+	$(BIN)/python benchmarks/asr_bench.py --dataset $(DATASET) $(ARGS)
 
 # voxlane on the GPU against faster-whisper's BatchedInferencePipeline and the raw CTranslate2 ceiling (docs/gpu.md).
-bench-gpu: install-dev install-cuda
-	$(BIN)/python benchmarks/gpu_bench.py --dataset $(or $(DATASET),../shared/data/dev/manifest.jsonl) $(ARGS)
+bench-gpu: dataset install-dev install-cuda
+	$(BIN)/python benchmarks/gpu_bench.py --dataset $(DATASET) $(ARGS)
+
+# The benchmarks measure a dataset named on the command line; there is no default.
+dataset:
+	@test -n "$(DATASET)" || { echo "make $(MAKECMDGOALS) needs DATASET=PATH/manifest.jsonl (audio, text, duration_s a line)" >&2; exit 2; }
 
 lint: install-dev
 	$(BIN)/ruff check voxlane tests benchmarks

@@ -10,8 +10,9 @@
 
 Prints one table and writes every JSON to --result-dir.
 
-    .venv/bin/python benchmarks/asr_bench.py                      # defaults: concurrency 1,4,16
-    .venv/bin/python benchmarks/asr_bench.py --server-args "--engine-workers 2 --engine-threads 1"
+    .venv/bin/python benchmarks/asr_bench.py --dataset DIR/manifest.jsonl     # concurrency 1,4,16
+    .venv/bin/python benchmarks/asr_bench.py --dataset DIR/manifest.jsonl \\
+        --server-args "--engine-workers 2 --engine-threads 1"
 """
 
 from __future__ import annotations
@@ -20,36 +21,16 @@ import argparse
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "dev" / "manifest.jsonl"
+from voxlane.bench.server import ServerStartError, running_server
+
 VOXLANE = [sys.executable, "-m", "voxlane.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(base_url: str, server: subprocess.Popen[bytes], timeout_s: float = 120.0) -> bool:
-    """Whether the server started by ``server`` answered GET /health with 200 within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if httpx.get(f"{base_url}/health", timeout=2.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    return False
+DATASET_HELP = "the dataset: a manifest.jsonl (audio, text, duration_s), e.g. the dev set's"
 
 
 def run_json(args: list[str], result_dir: Path, name: str) -> dict:
@@ -120,7 +101,7 @@ def best_pass(engine_result: dict) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
+    parser.add_argument("--dataset", required=True, help=DATASET_HELP)
     parser.add_argument("--concurrency", default="1,4,16")
     parser.add_argument("--short-requests", type=int, default=48, help="requests per level on short utterances")
     parser.add_argument("--long-requests", type=int, default=4, help="requests per level on the long audio")
@@ -150,29 +131,17 @@ def main() -> int:
             ceiling(args.dataset, subset, n, args.batch_sizes, engine_args, result_dir, f"{name}-before")
         )
 
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    log = open(result_dir / "server.log", "wb")  # noqa: SIM115 - open for the server's lifetime
-    server = subprocess.Popen(
-        [*VOXLANE, "serve", "--port", str(port), "--log-level", "warning", *server_args],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     rows = []
-    try:
+    with running_server(*server_args, log_path=result_dir / "server.log", stop_timeout_s=10.0) as server:
         for name, (subset, n) in subsets.items():
             for level in levels:
                 print(f"server ({name}, concurrency {level}) ...", file=sys.stderr)
                 r = run_json(
-                    serve_load_args(base_url, args.dataset, subset, max(n, level), level),
+                    serve_load_args(server.base_url, args.dataset, subset, max(n, level), level),
                     result_dir,
                     f"serve-{name}-c{level}.json",
                 )
                 rows.append((name, level, r))
-    finally:
-        server.terminate()
-        server.wait(10)
-        log.close()
 
     for name, (subset, n) in subsets.items():
         print(f"ceiling ({name}, again) ...", file=sys.stderr)
@@ -214,6 +183,6 @@ def main() -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (subprocess.CalledProcessError, httpx.HTTPError) as exc:
+    except (subprocess.CalledProcessError, httpx.HTTPError, ServerStartError) as exc:
         print(f"asr_bench: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -31,20 +31,17 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.asr_bench import VOXLANE, free_port, wait_ready  # noqa: E402
+from benchmarks.asr_bench import VOXLANE  # noqa: E402
 from voxlane.bench import paired  # noqa: E402
+from voxlane.bench.server import ServerStartError, running_server  # noqa: E402
 
 
 def run_config(name: str, flags: str, dataset: str, level: int, result_dir: Path, tag: str) -> dict:
     """One server with ``flags``, one pass over the dataset at ``level`` requests at once; the saved JSON."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     log_path = result_dir / f"{tag}.log"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen([*VOXLANE, "serve", "--port", str(port), *shlex.split(flags)], stdout=log, stderr=log)
-        try:
-            if not wait_ready(url, server, 300):
-                raise SystemExit(f"{name}: the server did not become ready; see {log_path}")
+    try:
+        with running_server(*shlex.split(flags), log_path=log_path, log_level=None, ready_timeout_s=300.0) as srv:
+            url = srv.base_url
             cmd = [*VOXLANE, "bench", "accuracy", "--base-url", url, "--dataset", dataset, "--systems", "server",
                    "--max-concurrency", str(level), "--save-result", "--result-dir",
                    str(result_dir), "--result-filename", f"{tag}.json"]  # fmt: skip
@@ -52,9 +49,8 @@ def run_config(name: str, flags: str, dataset: str, level: int, result_dir: Path
             if done.returncode != 0:
                 raise SystemExit(f"{name}: bench accuracy failed:\n{done.stderr[-2000:]}")
             windows = httpx.get(url + "/metrics").text
-        finally:
-            server.terminate()
-            server.wait(60)
+    except ServerStartError as exc:
+        raise SystemExit(f"{name}: {exc}") from exc
     result = json.loads((result_dir / f"{tag}.json").read_text())
     result["beams"] = {
         line.split('"')[1]: float(line.rsplit(" ", 1)[1])

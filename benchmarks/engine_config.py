@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from asr_bench import DEFAULT_DATASET, VOXLANE, free_port, run_json, wait_ready
+from asr_bench import DATASET_HELP, run_json
+
+from voxlane.bench.server import running_server
 
 WORKLOADS = {
     "short-c1": ["--max-duration-s", "20", "--max-concurrency", "1", "--num-prompts", "12"],
@@ -32,25 +33,13 @@ WORKLOADS = {
 
 
 def run_config(server_args: str, workloads: list[str], dataset: str, result_dir: Path, tag: str) -> list[dict]:
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    with open(result_dir / f"server-{tag}.log", "wb") as log:
-        server = subprocess.Popen(
-            [*VOXLANE, "serve", "--port", str(port), "--log-level", "warning", *shlex.split(server_args)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            if not wait_ready(base_url, server):
-                raise SystemExit(f"voxlane serve did not become ready; see {result_dir / f'server-{tag}.log'}")
-            results = []
-            for name in workloads:
-                args = ["bench", "serve", "--base-url", base_url, "--dataset", dataset, "--num-warmups", "1"]
-                results.append(run_json([*args, *WORKLOADS[name]], result_dir, f"{tag}-{name}.json"))
-            return results
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    log_path = result_dir / f"server-{tag}.log"
+    with running_server(*shlex.split(server_args), log_path=log_path, stop_timeout_s=30.0) as server:
+        results = []
+        for name in workloads:
+            args = ["bench", "serve", "--base-url", server.base_url, "--dataset", dataset, "--num-warmups", "1"]
+            results.append(run_json([*args, *WORKLOADS[name]], result_dir, f"{tag}-{name}.json"))
+        return results
 
 
 def main() -> int:
@@ -58,7 +47,7 @@ def main() -> int:
     parser.add_argument("--config", action="append", required=True, help="voxlane serve flags ('' = defaults)")
     parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="default: all")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
+    parser.add_argument("--dataset", required=True, help=DATASET_HELP)
     parser.add_argument("--result-dir", default=None, help="where the JSON results go (default: a temp dir)")
     args = parser.parse_args()
     workloads = args.workload or list(WORKLOADS)

@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from asr_bench import VOXLANE, free_port, run_json, serve_load_args, wait_ready
+from asr_bench import run_json, serve_load_args
+
+from voxlane.bench.server import ServerProcess, ServerStartError
 
 HERE = Path(__file__).resolve().parent
 
@@ -166,24 +168,44 @@ class GpuSampler:
         return {"util_mean": sum(util) / len(util), "util_max": max(util), "mem_max_mib": max(r[1] for r in rows)}
 
 
-def start(cmd: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str, float]:
-    port = free_port()
-    log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
-    t0 = time.monotonic()
-    proc = subprocess.Popen([*cmd, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}"
-    if not wait_ready(base_url, proc, timeout_s=600):
-        proc.terminate()
-        raise RuntimeError(f"{cmd[:4]} did not become ready; see {log_path}")
-    return proc, base_url, time.monotonic() - t0
+Server = tuple[list[str], list[str] | None]
+"""A server to start: ``voxlane serve`` flags and None, or a program (benchmarks/fw_batched_server.py) and its
+flags."""
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
+def start(server: Server, log_path: Path, timeout_s: float = 600.0) -> tuple[ServerProcess, float]:
+    """A ready server from the repository root (``python -m`` puts the working directory first on the path:
+    that is where ``voxlane`` comes from), and the seconds it took to answer /health 200."""
+    flags, command = server
+    srv = ServerProcess(*flags, log_path=log_path, command=command, cwd=HERE.parent)
     try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        return srv, srv.wait_ready(timeout_s)
+    except ServerStartError:
+        srv.stop()
+        raise
+
+
+def start_all(servers: dict[str, Server], result_dir: Path) -> tuple[dict[str, ServerProcess], dict[str, float]]:
+    """Every server started at once, each logging to ``server-NAME.log``; those ready within 300 s, and the
+    seconds each took. A server that does not start is left out."""
+    started = {
+        name: ServerProcess(*flags, log_path=result_dir / f"server-{name}.log", command=command, cwd=HERE.parent)
+        for name, (flags, command) in servers.items()
+    }
+    ready, ready_s = {}, {}
+    for name, srv in started.items():
+        try:
+            ready_s[name] = srv.wait_ready(300.0)
+            ready[name] = srv
+        except ServerStartError as exc:
+            srv.stop()
+            print(f"server {name} did not become ready: {str(exc).splitlines()[0]}", file=sys.stderr)
+    return ready, ready_s
+
+
+def stop_all(servers: dict[str, ServerProcess]) -> None:
+    for srv in servers.values():
+        srv.stop(timeout_s=30.0)
 
 
 def load(base_url: str, dataset: str, subset: list[str], level: int, n: int, result_dir: Path, name: str) -> dict:
@@ -216,7 +238,7 @@ def save_summary(result_dir: Path, summary: dict[str, Any], pack: str) -> None:
 
 def run_loads(
     specs: list[str],
-    servers: dict[str, Any],
+    servers: dict[str, ServerProcess],
     summary: dict[str, Any],
     deadline_s: float,
     save: Any,
@@ -236,7 +258,7 @@ def run_loads(
                 summary["loads"][key] = "skipped: over --budget-s"
                 continue
             began = time.monotonic()
-            r = guarded(summary, key, run, what, servers[name][1], key)
+            r = guarded(summary, key, run, what, servers[name].base_url, key)
             summary["loads"][key] = r if r is not None else "failed"
             print(f"{key} ({time.monotonic() - began:.0f} s): {json.dumps(r, default=str)[:600]}", file=sys.stderr)
             save()
@@ -256,8 +278,8 @@ def cold_start(serve: list[str], result_dir: Path, cache: Path) -> list[dict[str
     shutil.rmtree(cache, ignore_errors=True)
     starts = []
     for attempt in ("empty JIT cache", "JIT cache kept"):
-        proc, _, ready_s = start(serve, result_dir / "cold-start.log")
-        stop(proc)
+        srv, ready_s = start((serve, None), result_dir / "cold-start.log")
+        srv.stop(timeout_s=30.0)
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
         starts.append({"cache": attempt, "ready_s": ready_s, "cache_mb": size / 1e6})
         print(f"  start to ready, {attempt}: {ready_s:.1f} s (cache {size / 1e6:.0f} MB)", file=sys.stderr)
@@ -331,12 +353,8 @@ def main() -> int:
 
     cache = Path(tempfile.gettempdir()) / "voxlane-gpu-bench-jit"
     serve = [
-        *VOXLANE,
-        "serve",
         "--device",
         args.device,
-        "--log-level",
-        "warning",
         "--model",
         args.model,
         "--engine-workers",
@@ -348,34 +366,36 @@ def main() -> int:
         summary["cold_start"] = guarded(summary, "cold start", cold_start, serve, result_dir, cache) or []
         save()
 
-    servers = {
-        "voxlane": [*serve, *shlex.split(args.server_args)],
-        **({"voxlane (B)": [*serve, *shlex.split(args.server_args_b)]} if args.server_args_b else {}),
-        "faster-whisper batched": [
-            sys.executable,
-            str(HERE / "fw_batched_server.py"),
-            "--model",
-            model_path,
-            "--batch-size",
-            str(args.fw_batch_size),
-            "--workers",
-            str(args.workers),
-            "--device",
-            args.device,
-            "--compute-type",
-            "float16" if args.device == "cuda" else "int8",
-            "--threads",
-            str(max(levels)),
-        ],
+    servers: dict[str, Server] = {
+        "voxlane": ([*serve, *shlex.split(args.server_args)], None),
+        **({"voxlane (B)": ([*serve, *shlex.split(args.server_args_b)], None)} if args.server_args_b else {}),
+        "faster-whisper batched": (
+            [
+                "--model",
+                model_path,
+                "--batch-size",
+                str(args.fw_batch_size),
+                "--workers",
+                str(args.workers),
+                "--device",
+                args.device,
+                "--compute-type",
+                "float16" if args.device == "cuda" else "int8",
+                "--threads",
+                str(max(levels)),
+            ],
+            [sys.executable, str(HERE / "fw_batched_server.py")],
+        ),
     }
     summary["runs"] = []
-    for server, cmd in servers.items():
+    for server, spec in servers.items():
         if ("voxlane" if server.startswith("voxlane") else "fw") in skip:
             continue
-        started = guarded(summary, server, start, cmd, result_dir / f"{server.replace(' ', '-')}.log")
+        started = guarded(summary, server, start, spec, result_dir / f"{server.replace(' ', '-')}.log")
         if started is None:
             continue
-        proc, base_url, _ = started
+        srv, _ = started
+        base_url = srv.base_url
         try:
             if server == "voxlane" and "accuracy" not in skip:  # the first configuration only
                 summary["accuracy"] = guarded(
@@ -407,7 +427,7 @@ def main() -> int:
                     summary["runs"].append({"server": server, "audio": name, "level": level, "result": r})
                     save()
         finally:
-            stop(proc)
+            srv.stop(timeout_s=30.0)
     report(summary)
     save()
     return 0

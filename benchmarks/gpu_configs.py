@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Several configurations of the server side by side on one GPU, each load run on them in a mirrored order
-(A B C C B A), so that a drifting host weighs on each alike (docs/gpu.md, third round).
+(A B C C B A), so that a drifting host weighs on each alike (docs/gpu.md).
 
 Every server starts at once, each with a JIT cache of its own; faster-whisper's BatchedInferencePipeline
 (benchmarks/fw_batched_server.py: batch 16, 4 replicas) can be one of them, as `FW`. A load is `voxlane bench
@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from asr_bench import VOXLANE, run_json, serve_load_args
-from gpu_bench import GpuSampler, gpu_name, guarded, run_loads, save_summary, stop
-from gpu_frontend import start_both
+from asr_bench import run_json, serve_load_args
+from gpu_bench import GpuSampler, Server, gpu_name, guarded, run_loads, save_summary, start_all, stop_all
 
 HERE = Path(__file__).resolve().parent
 SUBSETS = {"long": (["--min-duration-s", "60"], 128), "short": (["--max-duration-s", "30"], 512)}
@@ -56,13 +55,11 @@ def load(base_url: str, dataset: str, subset: str, scale: float, result_dir: Pat
     }
 
 
-def server_cmd(name: str, flags: str, device: str) -> list[str]:
+def server_cmd(name: str, flags: str, device: str) -> Server:
     if flags == "fw":
         from voxlane.config import default_model_path
 
-        return [
-            sys.executable,
-            str(HERE / "fw_batched_server.py"),
+        fw_flags = [
             "--model",
             default_model_path(),
             "--batch-size",
@@ -76,8 +73,9 @@ def server_cmd(name: str, flags: str, device: str) -> list[str]:
             "--threads",
             str(LEVEL),
         ]
-    serve = [*VOXLANE, "serve", "--device", device, "--log-level", "warning", "--max-transcription-requests", "64"]
-    return [*serve, "--cuda-cache-dir", f"/tmp/vx-jit-{name}", *shlex.split(flags)]
+        return fw_flags, [sys.executable, str(HERE / "fw_batched_server.py")]
+    serve = ["--device", device, "--max-transcription-requests", "64"]
+    return [*serve, "--cuda-cache-dir", f"/tmp/vx-jit-{name}", *shlex.split(flags)], None
 
 
 def main() -> int:
@@ -103,9 +101,9 @@ def main() -> int:
     specs = dict(s.split("=", 1) for s in args.server)
     for name in specs:
         shutil.rmtree(f"/tmp/vx-jit-{name}", ignore_errors=True)
-    cmds = {name: (server_cmd(name, flags, args.device), HERE.parent) for name, flags in specs.items()}
-    servers = guarded(summary, "start", start_both, cmds, result_dir) or {}
-    summary["ready_s"] = {name: round(s[2], 1) for name, s in servers.items()}
+    cmds = {name: server_cmd(name, flags, args.device) for name, flags in specs.items()}
+    servers, ready_s = guarded(summary, "start", start_all, cmds, result_dir) or ({}, {})
+    summary["ready_s"] = {name: round(s, 1) for name, s in ready_s.items()}
     print(f"ready: {summary['ready_s']}", file=sys.stderr)
     save()
     try:
@@ -118,8 +116,7 @@ def main() -> int:
             lambda subset, url, key: load(url, args.dataset, subset, args.scale, result_dir, key),
         )
     finally:
-        for proc, _, _ in servers.values():
-            stop(proc)
+        stop_all(servers)
         summary["elapsed_s"] = round(time.monotonic() - t0, 1)
         save()
     report(summary)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Live transcription on one GPU with configurations side by side (docs/asr-engine.md, seventh round):
+"""Live transcription on one GPU with configurations side by side (docs/asr-engine.md):
 `voxlane bench realtime` at N streams on the dev set's files of 30 s or less, each load run on the servers
 in the order given (A B B A), every server started at once with a JIT cache of its own.
 
@@ -18,6 +18,7 @@ import argparse
 import json
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 import urllib.request
@@ -25,10 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from asr_bench import VOXLANE
-from gpu_bench import GpuSampler, gpu_name, guarded, run_loads, save_summary, stop
-from gpu_frontend import realtime, start_both
+from gpu_bench import GpuSampler, Server, gpu_name, guarded, run_loads, save_summary, start_all, stop_all
 
-HERE = Path(__file__).resolve().parent
+
+def realtime(base_url: str, dataset: str, streams: int, result_dir: Path, name: str) -> dict[str, Any]:
+    """`voxlane bench realtime` at ``streams`` streams; its saved figures."""
+    path = result_dir / name
+    cmd = [*VOXLANE, "bench", "realtime", "--base-url", base_url, "--dataset", dataset, "--streams", str(streams),
+           "--settle-timeout-s", "60", "--save-result", str(path)]  # fmt: skip
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=300)
+    return json.loads(path.read_text())
 
 
 def batches(base_url: str) -> tuple[float, float]:
@@ -83,13 +90,13 @@ def main() -> int:
     result_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"args": vars(args), "gpu": gpu_name(), "loads": {}}
     specs = dict(s.split("=", 1) for s in args.server)
-    cmds = {}
+    cmds: dict[str, Server] = {}
     for name, flags in specs.items():
         shutil.rmtree(f"/tmp/vx-jit-{name}", ignore_errors=True)
-        serve = [*VOXLANE, "serve", "--device", args.device, "--log-level", "warning"]
-        cmds[name] = ([*serve, "--cuda-cache-dir", f"/tmp/vx-jit-{name}", *shlex.split(flags)], HERE.parent)
-    servers = guarded(summary, "start", start_both, cmds, result_dir) or {}
-    summary["ready_s"] = {name: round(s[2], 1) for name, s in servers.items()}
+        serve = ["--device", args.device, "--cuda-cache-dir", f"/tmp/vx-jit-{name}"]
+        cmds[name] = ([*serve, *shlex.split(flags)], None)
+    servers, ready_s = guarded(summary, "start", start_all, cmds, result_dir) or ({}, {})
+    summary["ready_s"] = {name: round(s, 1) for name, s in ready_s.items()}
     print(f"ready: {summary['ready_s']}", file=sys.stderr)
     save_summary(result_dir, summary, args.pack)
     try:
@@ -102,8 +109,7 @@ def main() -> int:
             lambda streams, url, key: live_load(url, args.dataset, int(streams), result_dir, key),
         )
     finally:
-        for proc, _, _ in servers.values():
-            stop(proc)
+        stop_all(servers)
         summary["elapsed_s"] = round(time.monotonic() - t0, 1)
         save_summary(result_dir, summary, args.pack)
     for key, r in summary["loads"].items():

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The Ray path against ``voxlane serve``, in one run on one machine: throughput and latency at
-``--concurrency`` (``voxlane bench serve`` on the dev set), then the recovery from a replica killed with
+``--concurrency`` (``voxlane bench serve`` on ``--dataset``), then the recovery from a replica killed with
 SIGKILL. Writes the figures to ``--out`` and prints them.
 
 Order: direct, Ray with 1 replica, Ray with 1 replica, direct (ABBA: a drift of the shared host falls
 on both), then Ray with 2 replicas, direct, direct, Ray with 2 replicas. Every server is on 127.0.0.1; the
-Ray cluster is a local head on 127.0.0.1 (tests/conftest.py ``RayCluster``), stopped at the end.
+Ray cluster is a local head on 127.0.0.1 (voxlane/bench/ray_cluster.py ``RayCluster``), stopped at the end.
 
-    .venv/bin/python benchmarks/ray_overhead.py --out docs/bench-results/ray
+    .venv/bin/python benchmarks/ray_overhead.py --dataset DIR/manifest.jsonl --out docs/bench-results/ray
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import DEV_DIR, RayCluster, ServerProcess
+from voxlane.bench.ray_cluster import RayCluster
+from voxlane.bench.server import ServerProcess
 
 ENGINE = "VoxlaneEngine"
 
@@ -32,7 +33,7 @@ def bench(base_url: str, name: str, args: argparse.Namespace) -> dict[str, float
     out = Path(args.out)
     subprocess.run(
         [sys.executable, "-m", "voxlane.cli", "bench", "serve", "--base-url", base_url,
-         "--dataset", str(DEV_DIR / "manifest.jsonl"), "--num-prompts", str(args.num_prompts),
+         "--dataset", args.dataset, "--num-prompts", str(args.num_prompts),
          "--max-concurrency", str(args.concurrency), "--save-result", "--result-dir", str(out),
          "--result-filename", f"{name}.json"],
         check=True, capture_output=True, timeout=900,
@@ -84,6 +85,7 @@ def kill_recovery(cluster: RayCluster, srv: ServerProcess) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", required=True, help="the dataset: a manifest.jsonl (audio, text, duration_s)")
     parser.add_argument("--out", default="/tmp/ray-overhead")
     parser.add_argument("--num-prompts", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=8)

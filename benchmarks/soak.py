@@ -14,7 +14,7 @@ Writes to ``--out``: ``soak.csv`` (one row per sample and process), ``soak.json`
 around 5 minutes and over the last 2 minutes, median and peak, the slope after 5 minutes, requests by
 outcome) and ``soak-rss.png`` (RSS over time). ``--resummarise`` recomputes them from a run's soak.csv.
 
-    .venv/bin/python benchmarks/soak.py --minutes 30 --out docs/soak
+    .venv/bin/python benchmarks/soak.py --dataset DIR/manifest.jsonl --minutes 30 --out docs/soak
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import json
 import os
 import random
 import shlex
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -37,8 +36,9 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.asr_bench import DEFAULT_DATASET, VOXLANE, free_port, wait_ready  # noqa: E402
+from benchmarks.asr_bench import DATASET_HELP  # noqa: E402
 from voxlane.bench.datasets import BUILTIN_TEXTS  # noqa: E402
+from voxlane.bench.server import ServerStartError, running_server  # noqa: E402
 
 
 def _children(pid: int) -> list[int]:
@@ -283,7 +283,7 @@ def main() -> int:
     parser.add_argument("--bad-share", type=float, default=0.05, help="share of requests with bad input")
     parser.add_argument("--drop-share", type=float, default=0.05, help="share of requests the client drops")
     parser.add_argument("--sample-s", type=float, default=10.0, help="seconds between memory samples")
-    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
+    parser.add_argument("--dataset", help=DATASET_HELP + " (required unless --resummarise)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--server-args", default="", help="extra flags for voxlane serve")
     parser.add_argument("--out", default="soak-results")
@@ -298,23 +298,16 @@ def main() -> int:
         plot(out)
         print(json.dumps(figures, indent=1))
         return 0
+    if not args.dataset:
+        parser.error("--dataset is required: pass --dataset PATH/manifest.jsonl (the transcription workers' files)")
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    with open(out / "server.log", "wb") as log:
-        server = subprocess.Popen(
-            [*VOXLANE, "serve", "--port", str(port), "--log-level", "warning", *shlex.split(args.server_args)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            if not wait_ready(base_url, server, 300):
-                print("the server did not become ready; see", out / "server.log")
-                return 1
-            figures = asyncio.run(run(args, base_url, server.pid, out))
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+    server_args = shlex.split(args.server_args)
+    try:
+        with running_server(*server_args, log_path=out / "server.log", ready_timeout_s=300.0) as server:
+            figures = asyncio.run(run(args, server.base_url, server.pid, out))
+    except ServerStartError as exc:
+        print(exc)
+        return 1
     (out / "soak.json").write_text(json.dumps(figures, indent=1) + "\n")
     plot(out)
     print(json.dumps(figures, indent=1))

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import ServerProcess
+from voxlane.bench.server import running_server
 
 PCM_RATE = 24000  # voxlane's pcm, like OpenAI's: 24 kHz, 16-bit, mono
 PARAGRAPH = (
@@ -91,10 +91,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def bench_order(order: str, concurrencies: list[int], extra: list[str]) -> list[str]:
-    srv = ServerProcess("--tts-order", order, "--data-dir", tempfile.mkdtemp(), *extra)
     rows = []
-    try:
-        srv.wait_ready()
+    with running_server("--tts-order", order, "--data-dir", tempfile.mkdtemp(), *extra, stop_timeout_s=10.0) as srv:
         url = srv.base_url + "/v1/audio/speech"
         await level(url, 1, "Warm up.")
         short = [(await level(url, 1, ONE_SENTENCE))[0][0].ttfp_s for _ in range(10)]
@@ -114,8 +112,6 @@ async def bench_order(order: str, concurrencies: list[int], extra: list[str]) ->
                 f"{sum(r.stall_s for r in results):.1f} | {len(stalled) / len(results):.0%} |"
             )
             print(rows[-1], flush=True)
-    finally:
-        srv.stop()
     return rows
 
 

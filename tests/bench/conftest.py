@@ -8,7 +8,6 @@ import asyncio
 import base64
 import io
 import json
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -26,15 +25,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from voxlane.audio.encode import wav_header
+from voxlane.bench.server import free_port
 
 FAKE_TEXT = "this is all very whispered"
 PCM_RATE = 22050
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

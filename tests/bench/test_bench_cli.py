@@ -204,6 +204,7 @@ def test_sweep_prints_a_row_per_level_and_draws_plots(
         (["serve", "--base-url", "127.0.0.1:8000", "--dataset", "x"], "must start with http://"),
         (["engine", "--dataset", "x.jsonl", "--batch-sizes", "1,zero"], "--batch-sizes"),
         (["sweep", "--backend", "openai-audio-speech", "--dataset", "/nonexistent.txt"], "cannot read"),
+        (["diarize", "--dev-dir", "/nonexistent"], "no manifest.jsonl in /nonexistent: pass the dev data set's"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -216,6 +217,8 @@ def test_argparse_errors_and_help_from_the_command_line() -> None:
         [sys.executable, "-m", "voxlane.cli", "bench", "serve", "--request-rate", "-1"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "request rate must be positive" in bad.stderr
+    no_data = subprocess.run([sys.executable, "-m", "voxlane.cli", "bench", "diarize"], capture_output=True, text=True)
+    assert no_data.returncode == 2 and "the following arguments are required: --dev-dir" in no_data.stderr
     help_text = subprocess.run(
         [sys.executable, "-m", "voxlane.cli", "bench", "sweep", "--help"], capture_output=True, text=True
     ).stdout

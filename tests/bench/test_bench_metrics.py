@@ -7,6 +7,7 @@ import math
 import pytest
 
 from voxlane.bench import metrics
+from voxlane.bench.wer import basic_normaliser, score, text_normaliser, total, word_error_rate
 
 
 def test_rtfx_is_audio_seconds_over_wall_seconds() -> None:
@@ -68,21 +69,36 @@ def test_playback_ignores_chunks_without_audio() -> None:
 
 
 def test_wer_uses_the_normaliser_and_skips_empty_references() -> None:
-    norm = metrics.basic_normaliser
-    wer, n = metrics.word_error_rate(
+    norm = basic_normaliser
+    wer, n = word_error_rate(
         ["Hello, World!", "", "one two three four"], ["hello world", "anything", "one two tree four"], norm
     )
     assert n == 2
     assert wer == pytest.approx(1 / 6)  # one substitution over six reference words
-    wer, _ = metrics.word_error_rate(["a b"], [""], norm)
+    wer, _ = word_error_rate(["a b"], [""], norm)
     assert wer == 1.0
 
 
 def test_basic_normaliser() -> None:
-    assert metrics.basic_normaliser("  Café, I'm 'here' — OK?  ") == "cafe i'm here ok"
+    assert basic_normaliser("  Café, I'm 'here' — OK?  ") == "cafe i'm here ok"
 
 
 def test_whisper_normaliser_is_used_when_installed() -> None:
-    name, normalise = metrics.text_normaliser()
+    name, normalise = text_normaliser()
     assert "EnglishTextNormalizer" in name
     assert normalise("Mr. Smith isn't here") == "mister smith is not here"
+
+
+def test_corpus_wer_sums_the_pairs_as_jiwer_does_over_lists() -> None:
+    import jiwer
+
+    refs = ["the cat sat on the mat", "a b c d", "one two"]
+    hyps = ["the cat sat on mat", "a x c d e", ""]
+    summed, counted = total(refs, hyps, basic_normaliser)
+    assert counted == 3 and (summed.words, summed.sub, summed.dels, summed.ins) == (12, 1, 3, 1)
+    assert summed.wer == pytest.approx(jiwer.wer(refs, hyps))
+
+
+def test_an_empty_reference_counts_what_was_output_as_insertions() -> None:
+    s = score("", "uh hello", basic_normaliser)
+    assert (s.words, s.ins, s.output_words) == (0, 2, 2)

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, Clip, free_port
-from tests.wer import wer
+from voxlane.bench.wer import wer
 from voxlane.config import default_voice_paths
 
 SCRIPT = ROOT / "container" / "image.sh"

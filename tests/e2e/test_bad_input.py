@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import Clip
-from tests.wer import normalise
+from voxlane.bench.wer import normalise
 
 
 def wav_bytes(rate: int, seconds: float = 1.0, declared_data_len: int | None = None) -> bytes:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import Clip, ServerProcess
-from tests.wer import wer
 from voxlane.audio.pipeline import decode_and_split
+from voxlane.bench.wer import wer
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -13,8 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.conftest import Clip
-from tests.wer import normalise
-from voxlane.bench.accuracy import Score, score
+from voxlane.bench.wer import Score, normalise, score
 
 WER_MARGIN = 0.01  # one point, over the long files together
 FILE_WER_MARGIN = 0.025

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import metric, running_server
-from tests.wer import normalise
 from voxlane.audio import shared
+from voxlane.bench.wer import normalise
 
 
 def _blocks(pid: int) -> list[str]:

@@ -21,17 +21,15 @@ from typing import TypeVar
 
 import av
 import httpx
-import jiwer
 import openai
 import pytest
-from whisper_normalizer.english import EnglishTextNormalizer
 
 from tests.conftest import Clip, RayCluster, ServerProcess, metric, pid_alive, ray_server
+from voxlane.bench.wer import wer
 
 ENGINE = "VoxlaneEngine"
 FIRST_CHUNK_FRACTION = 0.6
 """A speech stream's first event must arrive within this fraction of the time to its last."""
-_normalise = EnglishTextNormalizer()
 T = TypeVar("T")
 
 
@@ -61,7 +59,7 @@ def _wordiest(dev_set: list[Clip], below_s: float) -> Clip:
 
 
 def _wer(reference: str, hypothesis: str) -> float:
-    return jiwer.wer(_normalise(reference), _normalise(hypothesis))
+    return wer([reference], [hypothesis])
 
 
 def test_transcription_and_streaming_speech_through_the_openai_client(ray_voxlane, dev_set) -> None:
@@ -169,7 +167,7 @@ def test_a_killed_replica_fails_only_its_calls_and_is_replaced(ray_voxlane, clus
             assert _wer(clip.text, client.audio.transcriptions.create(model="whisper-1", file=f).text) < 0.3
 
     # Ray starts a new replica, which starts its engine process and loads its models: wait for both (the
-    # engine starts a moment after its replica's process, so checking the two apart raced; CI, 2026-11-27).
+    # engine starts a moment after its replica's process, so checking the two apart raced).
     deadline = time.monotonic() + 120.0
     while time.monotonic() < deadline:
         pids = cluster.replica_pids(ENGINE)

@@ -22,9 +22,9 @@ from openai import AsyncOpenAI, OpenAI
 from tests.conftest import Clip, ServerProcess, metric, running_server
 from tests.e2e.test_engine_restart import wait_health
 from tests.e2e.test_lifecycle import engine_pid
-from tests.wer import wer
 from voxlane.audio.pipeline import decode_and_split
 from voxlane.audio.resample import resamplers
+from voxlane.bench.wer import wer
 
 CHUNK_S = 0.1
 

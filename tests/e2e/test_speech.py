@@ -10,11 +10,11 @@ import time
 
 import av
 import httpx
-import jiwer
 import pytest
 
 from tests.conftest import metric
 from voxlane.audio.encode import SPEECH_FORMATS
+from voxlane.bench.wer import wer as corpus_wer
 
 TEXT = "The quick brown fox jumps over the lazy dog. Then it runs into the forest, far away."
 
@@ -129,7 +129,7 @@ def test_round_trip_through_the_servers_own_whisper(client) -> None:
         audio = client.audio.speech.create(model="tts-1", voice="nova", input=sentence, response_format="wav").content
         result = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", audio))
         hypotheses.append(_words(result.text))
-    wer = jiwer.wer([_words(s) for s in SENTENCES], hypotheses)
+    wer = corpus_wer(SENTENCES, hypotheses, _words)
     print(f"round-trip WER over {len(SENTENCES)} sentences: {wer:.3f}")
     assert wer < WER_BOUND, list(zip(SENTENCES, hypotheses))
 
@@ -137,8 +137,8 @@ def test_round_trip_through_the_servers_own_whisper(client) -> None:
 def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> None:
     """The first sentence of each paragraph is cut into short units, speech runs on parallel
     slots, and units are scaled by the voice's reference peak: the words must survive all of it."""
-    from tests.wer import normalise, wer
     from voxlane.bench.paragraphs import PARAGRAPHS
+    from voxlane.bench.wer import normalise, wer
 
     paragraphs = PARAGRAPHS[:4]
     hypotheses = []

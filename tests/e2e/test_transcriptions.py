@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from tests.conftest import Clip
-from tests.wer import normalise, wer
+from voxlane.bench.wer import normalise, wer
 
 # Measured on this machine with the bundled tiny.en (int8, greedy): 0.15-0.18 over the dev set's short
 # utterances (two whispered and one 2-word clip are hard on purpose). The bound leaves room for noise.

@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import Clip
 from tests.models.spy import spied_runner
-from tests.wer import normalise
 from voxlane.audio.decode import decode_audio
 from voxlane.audio.pipeline import window_features
+from voxlane.bench.wer import normalise
 from voxlane.config import EngineConfig, default_model_path
 from voxlane.messages import TranscribeOptions, WindowRequest
 from voxlane.runners.base import WindowPass

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import Clip, ServerProcess, running_server
-from tests.wer import wer
+from voxlane.bench.wer import wer
 from voxlane.config import MODEL_ALIASES
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from tests.conftest import Clip
 from tests.models.spy import spied_runner
-from tests.wer import wer
 from voxlane.audio.decode import decode_audio
 from voxlane.audio.pipeline import window_features
+from voxlane.bench.wer import wer
 from voxlane.config import EngineConfig, default_model_path
 from voxlane.messages import TranscribeOptions, WindowRequest
 from voxlane.runners.base import SHORT_MAX_S, WindowPass

@@ -18,54 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voxlane.bench.datasets import AudioSample
+from voxlane.bench.wer import Score, score
 
 SYSTEMS = ("server", "faster-whisper", "fw-batched-vad")
-
-
-@dataclass
-class Score:
-    words: int = 0
-    """Reference words (after normalising)."""
-    sub: int = 0
-    dels: int = 0
-    ins: int = 0
-    output_words: int = 0
-
-    @property
-    def errors(self) -> int:
-        return self.sub + self.dels + self.ins
-
-    @property
-    def wer(self) -> float:
-        return self.errors / self.words if self.words else math.nan
-
-    def __iadd__(self, other: Score) -> Score:
-        self.words += other.words
-        self.sub += other.sub
-        self.dels += other.dels
-        self.ins += other.ins
-        self.output_words += other.output_words
-        return self
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "words": self.words,
-            "sub": self.sub,
-            "del": self.dels,
-            "ins": self.ins,
-            "output_words": self.output_words,
-            "wer": None if math.isnan(self.wer) else self.wer,
-        }
-
-
-def score(reference: str, hypothesis: str, normalise: Callable[[str], str]) -> Score:
-    import jiwer
-
-    ref, hyp = normalise(reference).split(), normalise(hypothesis).split()
-    if not ref:
-        return Score(output_words=len(hyp), ins=len(hyp))
-    out = jiwer.process_words(" ".join(ref), " ".join(hyp) if hyp else "")
-    return Score(len(ref), out.substitutions, out.deletions, out.insertions, len(hyp))
 
 
 @dataclass

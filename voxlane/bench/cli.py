@@ -177,7 +177,10 @@ def _add_diarize_parser(bench_sub: argparse._SubParsersAction) -> None:
     )
     diarize.add_argument("--base-url", default="http://127.0.0.1:8000", help="the server (default: %(default)s)")
     diarize.add_argument(
-        "--dev-dir", default="../shared/data/dev", help="the dev data set's directory (default: %(default)s)"
+        "--dev-dir",
+        required=True,
+        help="the dev data set's directory: its manifest.jsonl and audio/ with the two-speaker recordings "
+        "(audio/long_so762_SPEAKER_SPEAKER.flac)",
     )
     diarize.add_argument("--conversations", type=int, default=15, help="without overlap (default: 15)")
     diarize.add_argument("--overlap-conversations", type=int, default=5, help="with 0.5 s overlaps (default: 5)")
@@ -209,7 +212,7 @@ def _diarize(args: argparse.Namespace) -> int:
 
 
 def _add_speech_parsers(bench_sub: argparse._SubParsersAction) -> None:
-    """``bench piper``, ``bench tts`` and ``bench mixed`` (issue 11; voxlane/bench/piper_raw.py, tts_compare.py)."""
+    """``bench piper``, ``bench tts`` and ``bench mixed`` (voxlane/bench/piper_raw.py, tts_compare.py)."""
     piper = bench_sub.add_parser(
         "piper",
         help="the speech ceiling: raw Piper in-process on the 16 paragraphs, per session layout",
@@ -422,7 +425,7 @@ def _accuracy(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
-    from voxlane.bench import accuracy, metrics, report, runner, server_counters
+    from voxlane.bench import accuracy, report, runner, server_counters, wer
     from voxlane.bench.options import options_from_args
     from voxlane.config import default_model_path
 
@@ -442,7 +445,7 @@ def _accuracy(args: argparse.Namespace) -> int:
     if args.language:
         opts = dataclasses.replace(opts, extra_body={"language": args.language, **opts.extra_body})
     items = runner.load_inputs(opts)
-    name, normalise = metrics.text_normaliser()
+    name, normalise = wer.text_normaliser()
     runs = []
     windows = None
     if "server" in systems:

@@ -1,13 +1,13 @@
 """Synthetic conversations for ``voxlane bench diarize``, built from the dev set's read speech.
 
-Each ``long_so762_*`` file of the dev set (docs: ../shared/data/dev/README.md) joins 20 recordings of one
-speechocean762 speaker, then 20 of a second, with digital silence (exact zeros) between recordings: cut at
-those zeros, the file gives 40 pieces, the first 20 of one speaker and the last 20 of the other. (The m4a copy
-is lossy, its silence is not zeros: it is left out; so are the one-speaker files.) A conversation takes 2 to 4
-of those speakers, turns of 3 to 15 s (whole pieces of one speaker, 0.1-0.3 s apart), pauses of 0.2 to 1 s
-between turns, or, in the overlap variant, every third turn starting 0.5 s before the previous one ends. The
-reference turns are the pieces' spans of sound (their own room noise trimmed by level). Known-speaker
-references are 2-10 s of pieces of the same speaker that the conversation does not use.
+Each two-speaker recording of the dataset (named ``long_so762_A_B.flac``: :data:`TWO_SPEAKER`) joins 20
+recordings of one speechocean762 speaker, then 20 of a second, with digital silence (exact zeros) between
+recordings: cut at those zeros, the file gives 40 pieces, the first 20 of one speaker and the last 20 of the
+other. (The m4a copy is lossy, its silence is not zeros: it is left out; so are the one-speaker files.) A
+conversation takes 2 to 4 of those speakers, turns of 3 to 15 s (whole pieces of one speaker, 0.1-0.3 s apart),
+pauses of 0.2 to 1 s between turns, or, in the overlap variant, every third turn starting 0.5 s before the
+previous one ends. The reference turns are the pieces' spans of sound (their own room noise trimmed by level).
+Known-speaker references are 2-10 s of pieces of the same speaker that the conversation does not use.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +26,8 @@ import numpy as np
 import soundfile as sf
 
 SAMPLE_RATE = 16000
-SOURCES = ("long_so762_0157_1037.flac", "long_so762_2327_1027.flac", "long_so762_0120_2242.flac",
-           "long_so762_2380_1029.flac")  # fmt: skip
+TWO_SPEAKER = re.compile(r"long_so762_(\d+)_(\d+)\.flac")
+"""The name of a two-speaker recording: speaker A's 20 pieces, then speaker B's, digital silence between."""
 
 
 @dataclass
@@ -86,10 +87,21 @@ def _sound(pcm: np.ndarray) -> tuple[int, int]:
     return int(loud[0]) * hop, int(loud[-1] + 1) * hop
 
 
+def two_speaker_sources(dev_dir: Path) -> list[str]:
+    """The file names of the two-speaker recordings in ``dev_dir``'s manifest, in its order."""
+    names = [name for name in references_file(dev_dir) if TWO_SPEAKER.fullmatch(name)]
+    if not names:
+        raise ValueError(
+            f"{dev_dir / 'manifest.jsonl'} lists no two-speaker recording (audio/long_so762_SPEAKER_SPEAKER.flac): "
+            "pass the dev data set's directory"
+        )
+    return names
+
+
 def load_pieces(dev_dir: Path) -> dict[str, list[Piece]]:
-    """Speaker -> their pieces, in order."""
+    """Speaker -> their pieces, in order, from the two-speaker recordings of ``dev_dir``."""
     speakers: dict[str, list[Piece]] = {}
-    for name in SOURCES:
+    for name in two_speaker_sources(dev_dir):
         pcm, rate = sf.read(dev_dir / "audio" / name, dtype="int16")
         if rate != SAMPLE_RATE:
             raise ValueError(f"{name}: expected 16 kHz, got {rate}")
@@ -109,8 +121,9 @@ def piece_texts(
     """Give each piece its words of the source file's reference: the reference is aligned (difflib, on
     lower-cased words) to a transcript of the source with word timestamps (``words[file]``: dicts with
     ``word``, ``start``, ``end``), each reference word takes the time of the word it matched (or of its
-    nearest matched neighbour), and falls in the piece that holds that time (or the pause after it)."""
-    for name in SOURCES:
+    nearest matched neighbour), and falls in the piece that holds that time (or the pause after it). The
+    sources are those ``words`` holds."""
+    for name in words:
         ids = name.removeprefix("long_so762_").removesuffix(".flac").split("_")
         pieces = speakers[ids[0]][:20] + speakers[ids[1]][:20]
         ref = reference[name].split()
@@ -217,9 +230,12 @@ def wav_bytes(pcm: np.ndarray) -> bytes:
 
 
 def references_file(path: Path) -> dict[str, str]:
-    """file name -> reference text, from the dev set's manifest."""
+    """file name -> reference text, from the manifest.jsonl in ``path``, in its order."""
+    manifest = path / "manifest.jsonl"
+    if not manifest.is_file():
+        raise ValueError(f"no manifest.jsonl in {path}: pass the dev data set's directory (manifest.jsonl, audio/)")
     out = {}
-    for line in (path / "manifest.jsonl").read_text().splitlines():
+    for line in manifest.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
             out[Path(row["audio"]).name] = row["text"]

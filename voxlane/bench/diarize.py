@@ -33,16 +33,17 @@ import httpx
 import numpy as np
 
 from voxlane.bench.conversations import (
-    SOURCES,
     Conversation,
     build,
     load_pieces,
     piece_texts,
     references_file,
+    two_speaker_sources,
     wav_bytes,
 )
 from voxlane.bench.health_probe import HealthProbe
-from voxlane.bench.metrics import error_counts, percentile, text_normaliser
+from voxlane.bench.metrics import percentile
+from voxlane.bench.wer import error_counts, text_normaliser
 
 COLLAR_S = 0.25
 FRAME_S = 0.01
@@ -135,7 +136,8 @@ def run(opts: Options) -> dict[str, Any]:
     client = httpx.Client(base_url=opts.base_url, timeout=600.0)
     speakers = load_pieces(opts.dev_dir)
     words: dict[str, list[dict]] = {}
-    for name in SOURCES:  # each piece's reference words: the source's reference aligned to word timestamps
+    # Each piece's reference words: the source's reference aligned to word timestamps.
+    for name in two_speaker_sources(opts.dev_dir):
         data = (opts.dev_dir / "audio" / name).read_bytes()
         response = client.post(
             "/v1/audio/transcriptions",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from voxlane.audio.pipeline import decode_and_split, window_features
-from voxlane.bench import metrics
+from voxlane.bench import metrics, wer
 from voxlane.bench.datasets import AudioSample, request_order
 from voxlane.config import DEFAULT_MODEL_NAME, EngineConfig, ServerConfig, default_model_path
 from voxlane.messages import TranscribeOptions, WindowRequest, WindowResult
@@ -61,7 +61,7 @@ def run_engine_bench(opts: EngineBenchOptions, items: Sequence[AudioSample], dat
     order = request_order(len(items), opts.num_prompts or len(items), opts.seed)
     requests = [items[i] for i in order]
     audio_s = sum(r.duration_s for r in requests)
-    name, normalise = metrics.text_normaliser()
+    name, normalise = wer.text_normaliser()
     _warm_up(runner, requests[0])
     passes = []
     # Rounds visit every batch size in turn, so that a change in the machine's other load during the run
@@ -117,7 +117,7 @@ def _one_pass(
     t_run = time.perf_counter() - t1
     texts = _texts(results, len(requests))
     refs = [(r.text, t) for r, t in zip(requests, texts) if r.text is not None]
-    wer, counted = metrics.word_error_rate([a for a, _ in refs], [b for _, b in refs], normalise)
+    rate, counted = wer.word_error_rate([a for a, _ in refs], [b for _, b in refs], normalise)
     return {
         "batch_size": batch_size,
         "windows": len(works),
@@ -127,7 +127,7 @@ def _one_pass(
         "wall_s": t_prep + t_run,
         "rtfx": metrics.rtfx(audio_s, t_prep + t_run),
         "runner_rtfx": metrics.rtfx(audio_s, t_run),
-        "wer": wer,
+        "wer": rate,
         "wer_requests": counted,
     }
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
-import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,61 +77,3 @@ def simulate_playback(chunks: Sequence[tuple[float, float]]) -> Continuity:
         else:
             play_end += audio_s
     return Continuity(underruns, total, worst)
-
-
-# --- accuracy ------------------------------------------------------------------------------------
-
-
-def basic_normaliser(text: str) -> str:
-    """Lower case, drop accents and punctuation (keeping apostrophes inside words), squeeze spaces.
-
-    Used only when Whisper's EnglishTextNormalizer (package ``whisper-normalizer``) is not installed.
-    """
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
-    text = re.sub(r"[^\w\s']|_", " ", text)
-    text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
-    return " ".join(text.split())
-
-
-def text_normaliser() -> tuple[str, Callable[[str], str]]:
-    """(name, function): Whisper's English normaliser when importable, else :func:`basic_normaliser`."""
-    try:
-        from whisper_normalizer.english import EnglishTextNormalizer
-    except ImportError:
-        return "basic (lower case, no punctuation; whisper-normalizer not installed)", basic_normaliser
-    return "whisper EnglishTextNormalizer (whisper-normalizer)", EnglishTextNormalizer()
-
-
-def word_error_rate(
-    references: Iterable[str], hypotheses: Iterable[str], normalise: Callable[[str], str]
-) -> tuple[float, int]:
-    """Corpus WER (all substitutions + deletions + insertions / all reference words) after ``normalise``,
-    and how many pairs counted. Pairs whose normalised reference is empty are left out."""
-    import jiwer
-
-    refs, hyps = [], []
-    for ref, hyp in zip(references, hypotheses):
-        ref_n = normalise(ref)
-        if ref_n.strip():
-            refs.append(ref_n)
-            hyps.append(normalise(hyp))
-    if not refs:
-        return math.nan, 0
-    return float(jiwer.wer(refs, hyps)), len(refs)
-
-
-def error_counts(
-    references: Iterable[str], hypotheses: Iterable[str], normalise: Callable[[str], str]
-) -> dict[str, int]:
-    """Reference words, substitutions, deletions and insertions over the pairs (after ``normalise``; pairs
-    whose normalised reference is empty are left out, as in :func:`word_error_rate`)."""
-    import jiwer
-
-    pairs = [(normalise(r), normalise(h)) for r, h in zip(references, hypotheses)]
-    pairs = [(r, h) for r, h in pairs if r.strip()]
-    if not pairs:
-        return {"words": 0, "sub": 0, "del": 0, "ins": 0}
-    out = jiwer.process_words([r for r, _ in pairs], [h for _, h in pairs])
-    words = out.hits + out.substitutions + out.deletions
-    return {"words": words, "sub": out.substitutions, "del": out.deletions, "ins": out.insertions}

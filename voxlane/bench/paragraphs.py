@@ -1,4 +1,4 @@
-"""Sixteen paragraphs of 50 to 95 words: the speech load of issue 11 (``--dataset paragraphs``).
+"""Sixteen paragraphs of 50 to 95 words: the load of ``bench tts`` and ``bench mixed`` (``--dataset paragraphs``).
 
 Longer than the built-in two-sentence inputs, so a stream runs for 20-35 s of audio and a server has to
 keep many streams playing at once, not just start them.

@@ -4,7 +4,7 @@ The paragraphs are normalised, split into sentences and phonemised before the cl
 configuration synthesises all of them back to back: ``sessions`` onnxruntime sessions of ``threads``
 intra-op threads each, every session on its own Python thread taking the next sentence from a shared
 queue (onnxruntime releases the GIL in ``run``). ``1x<cores>`` is plain Piper on all cores, the
-baseline of issue 11; ``<cores>x1`` is one session per core. Configurations run interleaved for
+baseline the server is held to; ``<cores>x1`` is one session per core. Configurations run interleaved for
 ``--repeats`` rounds in ABBA order (the host drifts), and each reports audio seconds per wall second.
 """
 

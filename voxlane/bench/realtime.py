@@ -323,17 +323,10 @@ def _figures(
     elapsed_s: float,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    from whisper_normalizer.english import EnglishTextNormalizer
-
-    from voxlane.bench.accuracy import Score, score
-
-    normalise = EnglishTextNormalizer()
+    from voxlane.bench.wer import wer as corpus_wer
 
     def wer(hyps: list[str]) -> float:
-        total = Score()
-        for ref, hyp in zip(refs, hyps):
-            total += score(ref, hyp, normalise)
-        return total.wer
+        return corpus_wer(refs, hyps)
 
     refs = [r.item.text for r in results]
     finals = [" ".join(r.transcripts) for r in results]

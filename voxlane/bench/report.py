@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from voxlane import __version__
-from voxlane.bench import metrics
+from voxlane.bench import metrics, wer
 from voxlane.bench.backends import RequestOutput
 from voxlane.bench.options import BenchOptions
 from voxlane.bench.runner import RunOutcome
@@ -73,18 +73,17 @@ def _transcription(ok: Sequence[RequestOutput], wall: float) -> dict[str, Any]:
     audio_s = sum(o.input_audio_s for o in ok)
     ttfts = [o.ttft_s for o in ok if o.ttft_s is not None]
     itls = [gap for o in ok for gap in metrics.inter_chunk_s(o.chunk_arrivals_s)]
-    name, normalise = metrics.text_normaliser()
+    name, normalise = wer.text_normaliser()
     pairs = [(o.reference, o.text) for o in ok if o.reference is not None]
-    wer, counted = metrics.word_error_rate([r for r, _ in pairs], [h for _, h in pairs], normalise)
-    errors = metrics.error_counts([r for r, _ in pairs], [h for _, h in pairs], normalise)
+    summed, counted = wer.total([r for r, _ in pairs], [h for _, h in pairs], normalise, skip_empty_references=True)
     return {
         "input_audio_s": audio_s,
         "rtfx": metrics.rtfx(audio_s, wall),
         "ttft_ms": metrics.latency_stats(ttfts) if ttfts else None,
         "itl_ms": metrics.latency_stats(itls) if itls else None,
-        "wer": wer,
+        "wer": summed.wer,
         "wer_requests": counted,
-        "wer_errors": errors,
+        "wer_errors": summed.counts(),
         "normaliser": name,
     }
 
@@ -113,12 +112,12 @@ def _speech(
         },
     }
     if asr is not None:
-        name, normalise = metrics.text_normaliser()
+        name, normalise = wer.text_normaliser()
         good = [o for o in asr if o.success]
-        wer, counted = metrics.word_error_rate([o.reference or "" for o in good], [o.text for o in good], normalise)
+        rate, counted = wer.word_error_rate([o.reference or "" for o in good], [o.text for o in good], normalise)
         result["asr_check"] = {
             "url": opts.asr_check_url,
-            "wer": wer,
+            "wer": rate,
             "requests": counted,
             "failed": len(asr) - len(good),
             "normaliser": name,

@@ -16,22 +16,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from voxlane.bench import report, runner
 from voxlane.bench.options import BenchOptions, add_load_arguments, options_from_args
+from voxlane.bench.server import ServerProcess, ServerStartError
 
 
 @dataclass(frozen=True)
@@ -48,58 +43,27 @@ class ServerSpec:
         return cls(name.strip(), tuple(flags.split()))
 
 
-class ManagedServer:
-    """``voxlane serve`` on 127.0.0.1 with ``flags``, for the length of a ``with`` block."""
-
-    def __init__(self, spec: ServerSpec) -> None:
-        self.spec = spec
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in stop()
-            prefix=f"voxlane-bench-{spec.name}-", suffix=".log", delete=False
-        )
-        cmd = [sys.executable, "-m", "voxlane.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        cmd += ["--log-level", "warning", *spec.flags]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def __enter__(self) -> ManagedServer:
-        deadline = time.monotonic() + 180.0
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ValueError(f"voxlane serve {' '.join(self.spec.flags)} exited; log: {self._log.name}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.base_url + "/health", timeout=1.0).status_code == 200:
-                    return self
-            time.sleep(0.2)
-        self.stop()
-        raise ValueError(f"voxlane serve {' '.join(self.spec.flags)} did not start in 180 s; log: {self._log.name}")
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self._log.name)
-
-
 @contextlib.contextmanager
 def target(spec: ServerSpec | None, base_url: str) -> Iterator[str]:
-    """The base URL to measure: a server started for ``spec``, or ``base_url`` as given."""
+    """The base URL to measure: a server started for ``spec``, or ``base_url`` as given. A started server's
+    log is kept only when it fails to start."""
     if spec is None:
         yield base_url
         return
-    with ManagedServer(spec) as server:
-        yield server.base_url
+    handle, name = tempfile.mkstemp(prefix=f"voxlane-bench-{spec.name}-", suffix=".log")
+    os.close(handle)
+    log_path = Path(name)
+    srv = ServerProcess(*spec.flags, log_path=log_path)
+    try:
+        srv.wait_ready(180.0)
+    except ServerStartError as exc:
+        srv.stop(timeout_s=30.0)
+        raise ValueError(f"--serve {spec.name}: {str(exc).splitlines()[0]}") from exc
+    try:
+        yield srv.base_url
+    finally:
+        srv.stop(timeout_s=30.0)
+        log_path.unlink(missing_ok=True)
 
 
 def load_options(base_url: str, extra: Sequence[str]) -> BenchOptions:
@@ -132,7 +96,7 @@ def measure(opts: BenchOptions) -> dict[str, Any]:
 
 
 def speech_row(r: dict[str, Any]) -> dict[str, Any]:
-    """The figures of issue 11 from one speech run."""
+    """The speech figures of one run (TTFP, audio seconds per wall second, stalled streams, /health)."""
     cont = r.get("continuity") or {}
     ttfp = r.get("ttfp_ms") or {}
     health = r.get("health") or {}

@@ -2,7 +2,7 @@
 
 No server, no model: each unit costs ``s_per_id`` seconds per phoneme id on a slot (times a lognormal
 factor of sigma ``noise``) and gives 28 ms of audio per id (Piper joe-medium; about 2 ids per character).
-Used by the scheduler's unit tests and by ``benchmarks/tts_admission_sim.py``.
+Used by the scheduler's unit tests.
 """
 
 from __future__ import annotations
