@@ -3,7 +3,7 @@
 `voxlane bench serve` on each workload against it. Configurations alternate within a round and the
 rounds reverse the order (A B, B A, ...): the host's speed drifts, so read the ratios within a round.
 
-    .venv/bin/python benchmarks/engine_config.py --rounds 2 \\
+    .venv/bin/python benchmarks/engine_config.py --rounds 2 --dataset DEV/manifest.jsonl \\
         --config "--engine-keep-freed-memory off" --config ""
 
 Workloads (--workload, repeatable; default all three): ``short-c1`` (the dev set's clips under 20 s, one

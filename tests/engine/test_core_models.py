@@ -1,4 +1,4 @@
-"""Several Whisper models in one engine (issue 30): a window of a model not loaded waits for its load on the
+"""Several Whisper models in one engine: a window of a model not loaded waits for its load on the
 loader thread, then runs on that model; batches never mix models; idle models unload after their TTL or to
 make room, never while they have work."""
 

@@ -1,5 +1,5 @@
 """The rule that sends a live final read on a short window back to a 30 s window (``short_read_loops``): the
-reads below are what short reads of `voxlane bench realtime`'s finals said (docs/asr-engine.md, fifth round)."""
+reads below are what short reads of `voxlane bench realtime`'s finals said (docs/asr-engine.md "Short finals")."""
 
 from __future__ import annotations
 

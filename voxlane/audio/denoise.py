@@ -1,5 +1,5 @@
 """A spectral gate: noise reduction for the realtime endpoint's ``noise_reduction`` (OpenAI's ``near_field``
-and ``far_field``), measured before it is used (benchmarks/noise_reduction.py, docs/realtime.md).
+and ``far_field``), measured before it is used (docs/realtime.md, "Noise reduction: not applied").
 
 The noise floor of each frequency band is its mean magnitude over the quietest tenth of the frames (the
 pauses between words); each time-frequency cell is attenuated by how far it stands above that floor, with a

@@ -4,7 +4,7 @@ With ``--audio-preprocess-pool process`` (the default on a GPU machine) every jo
 cross a pipe, pickled: the upload to the decode, each 30 s window's samples back, the samples out again for
 log-mel and the features back, about 4 MB per window. In the API process the pool's own threads pickle and
 read those pipes, and every read of a pipe's 64 KiB takes the GIL back from the event loop. At 64 clients
-of long audio (a paced engine: benchmarks/frontend_load.py) they held the GIL for 44% of the time that any
+of long audio (a paced engine) they held the GIL for 44% of the time that any
 thread held it, and /health's p99 was 15-18 ms. Here the bytes go through files in /dev/shm (tmpfs, so
 memory), and only their names cross the pipes:
 

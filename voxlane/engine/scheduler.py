@@ -27,8 +27,8 @@ Contract:
   batched. Partials once shared batches, padded to the longest of them (a 15 s tail made seven 2 s tails
   cost 15 s each); one to a batch, finals p50 1.08-1.12 s against 1.14-1.19 s and p95 2.26-2.31 s against
   2.46-2.52 s. On a GPU a batch of 16 costs about what one window costs, so the finals (or partials) of
-  different sessions that are due together share one there (docs/asr-engine.md "finals that are due
-  together share a batch on a GPU").
+  different sessions that are due together share one there (docs/asr-engine.md
+  "Scheduling").
 - Load-adaptive decoding: each batch of batch work leaves with the beam its windows are decoded at
   (``WindowPass.beam_size``, ``decode_beam``): ``beam_size`` while the other requests in the engine (queued,
   or in batches running: the core counts them), one window each at the engine's measured cost per window,
@@ -209,7 +209,7 @@ class AsrScheduler:
         if not batch:
             return None
         if key is not None and key[3] and not key[2] and log.isEnabledFor(logging.DEBUG):
-            # How often finals of different sessions are due together (docs/asr-engine.md "finals sharing windows").
+            # How often finals of different sessions are due together (docs/asr-engine.md "Scheduling").
             queued = sum(1 for _, _, w in self._heap if w.queued and w.msg.is_live and not w.msg.partial)
             if len(batch) == 1:
                 log.debug("a live final starts with %d more live finals queued", queued)
