@@ -48,8 +48,8 @@ shortest useful setting does."""
 NOISE_REDUCTION_TYPES = ("near_field", "far_field")
 NOISE_REDUCTION_APPLIED = False
 """Whether ``noise_reduction`` changes the audio: only where the spectral gate (audio/denoise.py) was measured
-to help Whisper (docs/realtime.md, "Noise reduction: not applied"); otherwise the setting is accepted and echoed back with
-``"applied": false``."""
+to help Whisper (docs/realtime.md, "Noise reduction: not applied"); otherwise the setting is accepted and
+echoed back with ``"applied": false``."""
 LOGPROBS_INCLUDE = "item.input_audio_transcription.logprobs"
 GA_FORMATS = {"audio/pcm": "pcm16", "audio/pcmu": "pcmu", "audio/pcma": "pcma"}
 BETA_FORMATS = {
