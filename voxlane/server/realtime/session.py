@@ -276,6 +276,25 @@ class RealtimeSession:
         previous = self._completion
         self._completion = self._spawn(self._complete(committed.turn, previous))
 
+    async def _complete(self, turn: Turn[asyncio.Task[str]], previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        texts = []
+        try:
+            for piece in turn.pieces:
+                texts.append(await piece.text)
+        except VoxlaneError as exc:
+            await self.error(exc)
+            await self.send(failed_event(turn.item_id, exc))
+            return
+        for event in completion_events(turn, texts, self.shape, self.settings.logprobs):
+            await self.send(event)
+        metrics = self.state.metrics
+        metrics.realtime_turns.inc()
+        metrics.audio_seconds.inc((turn.end - turn.start) / SAMPLE_RATE)
+        if turn.committed_at is not None:
+            metrics.realtime_final_seconds.observe(time.monotonic() - turn.committed_at)
+
     async def _cut_long_turn(self) -> None:
         region = self.turns.cut_region()
         if region is None:
@@ -286,6 +305,8 @@ class RealtimeSession:
     def _finals_behind(self) -> bool:
         """Whether the previous turn's text is not out yet (the engine is behind)."""
         return self._completion is not None and not self._completion.done()
+
+    # --- the decodes the turn state starts (turns.Decodes) ---------------------------------------
 
     def start_final(self, start: int, end: int) -> asyncio.Task[str]:
         return self._spawn(self._final_decode(start, end))
@@ -307,25 +328,6 @@ class RealtimeSession:
                 self.state.metrics.realtime_partials.inc()
                 await self._delta(turn, rest, end)
         return text
-
-    async def _complete(self, turn: Turn[asyncio.Task[str]], previous: asyncio.Task[None] | None) -> None:
-        if previous is not None:
-            await asyncio.gather(previous, return_exceptions=True)
-        texts = []
-        try:
-            for piece in turn.pieces:
-                texts.append(await piece.text)
-        except VoxlaneError as exc:
-            await self.error(exc)
-            await self.send(failed_event(turn.item_id, exc))
-            return
-        for event in completion_events(turn, texts, self.shape, self.settings.logprobs):
-            await self.send(event)
-        metrics = self.state.metrics
-        metrics.realtime_turns.inc()
-        metrics.audio_seconds.inc((turn.end - turn.start) / SAMPLE_RATE)
-        if turn.committed_at is not None:
-            metrics.realtime_final_seconds.observe(time.monotonic() - turn.committed_at)
 
     # --- partials --------------------------------------------------------------------------------
 
