@@ -301,3 +301,107 @@ def error_event(error: VoxlaneError, event_id: str | None = None) -> dict[str, A
 
 def expiry(max_session_s: float) -> int:
     return int(time.time() + max_session_s)
+
+
+def item_json(item_id: str, status: str, transcript: str | None) -> dict[str, Any]:
+    """The user's audio message that a turn becomes (OpenAI's conversation item)."""
+    return {
+        "id": item_id,
+        "object": "realtime.item",
+        "type": "message",
+        "status": status,
+        "role": "user",
+        "content": [{"type": "input_audio", "transcript": transcript}],
+    }
+
+
+def speech_started_event(item_id: str, audio_start_ms: int) -> dict[str, Any]:
+    return {
+        "type": "input_audio_buffer.speech_started",
+        "event_id": new_id("event"),
+        "item_id": item_id,
+        "audio_start_ms": audio_start_ms,
+    }
+
+
+def speech_stopped_event(item_id: str, audio_end_ms: int) -> dict[str, Any]:
+    return {
+        "type": "input_audio_buffer.speech_stopped",
+        "event_id": new_id("event"),
+        "item_id": item_id,
+        "audio_end_ms": audio_end_ms,
+    }
+
+
+def committed_events(shape: Shape, item_id: str, previous_item_id: str | None) -> list[dict[str, Any]]:
+    """A commit's events: the buffer committed, then the item it became (GA ``added``, beta ``created``)."""
+    return [
+        {
+            "type": "input_audio_buffer.committed",
+            "event_id": new_id("event"),
+            "item_id": item_id,
+            "previous_item_id": previous_item_id,
+        },
+        {
+            "type": "conversation.item.added" if shape == "ga" else "conversation.item.created",
+            "event_id": new_id("event"),
+            "previous_item_id": previous_item_id,
+            "item": item_json(item_id, "in_progress", None),
+        },
+    ]
+
+
+def cleared_event() -> dict[str, Any]:
+    return {"type": "input_audio_buffer.cleared", "event_id": new_id("event")}
+
+
+def delta_event(item_id: str, delta: str, audio_end_ms: int) -> dict[str, Any]:
+    return {
+        "type": "conversation.item.input_audio_transcription.delta",
+        "event_id": new_id("event"),
+        "item_id": item_id,
+        "content_index": 0,
+        "delta": delta,
+        "logprobs": None,
+        "audio_end_ms": audio_end_ms,  # voxlane: the audio this text was read from ends here
+    }
+
+
+def completed_event(
+    item_id: str,
+    transcript: str,
+    logprobs: list[dict[str, object]] | None,
+    seconds: float,
+    audio_start_ms: int,
+    audio_end_ms: int,
+) -> dict[str, Any]:
+    return {
+        "type": "conversation.item.input_audio_transcription.completed",
+        "event_id": new_id("event"),
+        "item_id": item_id,
+        "content_index": 0,
+        "transcript": transcript,
+        "logprobs": logprobs,
+        "usage": {"type": "duration", "seconds": seconds},
+        "audio_start_ms": audio_start_ms,  # voxlane: where the turn's audio lies in the session
+        "audio_end_ms": audio_end_ms,
+    }
+
+
+def item_done_event(item_id: str, previous_item_id: str | None, transcript: str) -> dict[str, Any]:
+    return {
+        "type": "conversation.item.done",
+        "event_id": new_id("event"),
+        "previous_item_id": previous_item_id,
+        "item": item_json(item_id, "completed", transcript),
+    }
+
+
+def failed_event(item_id: str, error: VoxlaneError) -> dict[str, Any]:
+    return {
+        "type": "conversation.item.input_audio_transcription.failed",
+        "event_id": new_id("event"),
+        "item_id": item_id,
+        "content_index": 0,
+        "error": {"type": error.error_type, "code": error.code, "message": error.message, "param": error.param},
+    }
