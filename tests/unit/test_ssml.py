@@ -22,6 +22,8 @@ def speak(body: str) -> list[SsmlUnit]:
 
 def test_only_input_that_starts_with_speak_is_ssml() -> None:
     assert is_ssml('  \n<speak version="1.0">Hi</speak>')
+    assert is_ssml('<?xml version="1.0"?><speak>Hi</speak>')
+    assert is_ssml("<!DOCTYPE speak><speak>Hi</speak>")  # to be refused, not read aloud
     assert not is_ssml("Say <speak> aloud.")
     assert not is_ssml("<p>Hi</p>")
 
@@ -199,6 +201,7 @@ def test_doctype_and_entity_declarations_are_refused() -> None:
     assert "DOCTYPE is not allowed" in error_of(laughs)
     assert "DOCTYPE is not allowed" in error_of('<!DOCTYPE speak SYSTEM "file:///etc/passwd"><speak>x</speak>')
     assert "DOCTYPE is not allowed" in error_of("<!DOCTYPE speak><speak>x</speak>")
+    assert parse_ssml('<?xml version="1.0" encoding="UTF-8"?>\n<speak>x</speak>') == [SsmlUnit("x")]
 
 
 def test_nesting_deeper_than_the_bound_is_refused() -> None:

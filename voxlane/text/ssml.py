@@ -75,8 +75,9 @@ class SsmlError(ValueError):
 
 
 def is_ssml(text: str) -> bool:
-    """True when the input is SSML: it starts (after leading whitespace) with ``<speak``."""
-    return text.lstrip().startswith("<speak")
+    """True when the input is SSML: it starts (after leading whitespace) with ``<speak``, or with an XML
+    declaration or DOCTYPE (so that a document with one is refused, not read aloud)."""
+    return text.lstrip().startswith(("<speak", "<?xml", "<!DOCTYPE"))
 
 
 def parse_ssml(text: str) -> list[SsmlUnit]:
