@@ -1,11 +1,12 @@
 """POST /v1/audio/speech: text in, audio streamed out as it is synthesised.
 
 Path of a request: validate and resolve the voice (event loop, cheap; a lease on the voice version) ->
-split into units and phonemise the first (text pool) -> send to the engine, phonemising the rest in the
-background -> each unit's PCM is encoded (encode pool) and streamed. The response starts only once the
-first audio is encoded, so every error before that is a real 4xx/5xx; an error after it ends the stream,
-is logged and counted (``voxlane_stream_errors_total``). A client that goes away aborts its units in the
-engine and releases the voice.
+read SSML if it is some, split into units and phonemise the first (text pool) -> send to the engine,
+phonemising the rest in the background -> each unit's PCM, and the silence SSML asks for after it, is encoded
+(encode pool) and streamed. The response starts only once the first audio is encoded, so every error before
+that is a real 4xx/5xx; an error after it ends the stream, is logged and counted
+(``voxlane_stream_errors_total``). A client that goes away aborts its units in the engine and releases the
+voice.
 """
 
 from __future__ import annotations
