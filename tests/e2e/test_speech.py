@@ -7,9 +7,11 @@ import io
 import json
 import re
 import time
+import wave
 
 import av
 import httpx
+import numpy as np
 import pytest
 
 from tests.conftest import metric
@@ -153,6 +155,68 @@ def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> Non
         print(f"WER {wer([text], [heard]):.3f}\n  said:  {normalise(text)}\n  heard: {normalise(heard)}")
     print(f"round-trip WER over {len(paragraphs)} paragraphs: {total:.3f}")
     assert total <= 0.10, "see the paragraphs said and heard above"
+
+
+SSML_BREAK = '<speak>One two three. <break time="1500ms"/> Four five six.</speak>'
+QUIET_RMS = 0.01 * 32767
+"""A 10 ms frame quieter than this (-40 dBFS) is silence; Piper's voices are full scale where they speak."""
+
+
+def longest_gap_s(wav: bytes) -> float:
+    """The longest run of near-silent 10 ms frames between the first and the last sound."""
+    with wave.open(io.BytesIO(wav)) as reader:
+        rate = reader.getframerate()
+        pcm = np.frombuffer(reader.readframes(reader.getnframes()), dtype=np.int16).astype(np.float64)
+    frame = rate // 100
+    rms = np.sqrt(np.mean(pcm[: len(pcm) // frame * frame].reshape(-1, frame) ** 2, axis=1))
+    loud = np.flatnonzero(rms >= QUIET_RMS)
+    gaps = np.diff(loud) - 1  # quiet frames between each two loud ones
+    return float(gaps.max()) / 100 if gaps.size else 0.0
+
+
+def test_ssml_break_is_silence_of_its_length_and_markup_is_not_spoken(client) -> None:
+    """The gap at a 1.5 s break is the break plus the voice's own pause between two sentences, as the same
+    text without the break has it (two units either way: each unit's trailing and leading quiet)."""
+    plain = client.audio.speech.create(
+        model="tts-1", voice="joe", input="One two three. Four five six.", response_format="wav"
+    ).content
+    ssml = client.audio.speech.create(model="tts-1", voice="joe", input=SSML_BREAK, response_format="wav").content
+    usual_s, gap_s = longest_gap_s(plain), longest_gap_s(ssml)
+    print(f"sentence pause {usual_s:.2f} s; with a 1.5 s break {gap_s:.2f} s")
+    assert abs(gap_s - (1.5 + usual_s)) <= 0.1 * (1.5 + usual_s), (gap_s, usual_s)
+    heard = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", ssml)).text.lower()
+    assert "speak" not in heard and "break" not in heard and "time" not in heard, heard
+    assert re.search(r"four|4", heard), heard
+
+
+def test_ssml_prosody_rate_slows_its_units(client) -> None:
+    normal = client.audio.speech.create(model="tts-1", voice="joe", input=TEXT, response_format="wav").content
+    slow = client.audio.speech.create(
+        model="tts-1", voice="joe", input=f'<speak><prosody rate="50%">{TEXT}</prosody></speak>', response_format="wav"
+    ).content
+    ratio = decode(slow)[1] / decode(normal)[1]
+    print(f"prosody rate 50%: {ratio:.2f}x the duration")
+    # Half the rate doubles Piper's length scale: the phonemes take twice as long, the units' fixed edges do not.
+    assert 1.5 < ratio < 2.2, ratio
+
+
+@pytest.mark.parametrize(
+    ("ssml", "said"),
+    [
+        ('<speak>One <break time="1s"></speak>', "line 1, column"),
+        ("<speak>Hi <audio src='a.wav'/></speak>", "the elements allowed are break, emphasis"),
+        ('<!DOCTYPE speak [<!ENTITY a "ha">]><speak>&a;</speak>', "DOCTYPE"),
+        ('<speak><phoneme alphabet="ipa" ph="t\u2603">t</phoneme></speak>', "cannot say"),
+    ],
+)
+def test_bad_ssml_is_a_400_saying_where_and_what_is_allowed(client, ssml: str, said: str) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.audio.speech.create(model="tts-1", voice="joe", input=ssml)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["param"] == "input" and error["code"] == "invalid_ssml", error
+    assert said in error["message"], error
 
 
 @pytest.mark.parametrize(

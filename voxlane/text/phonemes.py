@@ -8,11 +8,13 @@ its types and function names, and ``import piper`` loads onnxruntime (piper/__in
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from piper.phonemize_espeak import EspeakPhonemizer
 
+from voxlane.text.ssml import SsmlError, SsmlUnit, is_ssml, parse_ssml
 from voxlane.voice_config import VoiceConfig, load_voice_config
 
 _phonemizer: EspeakPhonemizer | None = None
@@ -42,12 +44,64 @@ def _espeak() -> EspeakPhonemizer:
     return _phonemizer
 
 
-def prepare(text: str, config_path: str, clause_chars: int | None = None) -> tuple[VoiceConfig, list[str], list[int]]:
+def ipa_ids(ipa: str, voice: VoiceConfig) -> list[int]:
+    """Ids of IPA written by hand (SSML's ``phoneme ph=``), symbol by symbol as espeak's output is. Raises
+    SsmlError naming the symbols the voice has no id for."""
+    from piper.phoneme_ids import phonemes_to_ids
+
+    symbols = list(unicodedata.normalize("NFD", " ".join(ipa.split())))
+    unknown = sorted({s for s in symbols if s not in voice.phoneme_id_map})
+    if unknown:
+        known = "".join(sorted(s for s in voice.phoneme_id_map if len(s) == 1 and s not in "^$_"))
+        raise SsmlError(
+            f"phoneme ph='{ipa}' has symbols this voice cannot say: {' '.join(unknown)}; "
+            f"send IPA from the voice's set: {known}"
+        )
+    return phonemes_to_ids(symbols, voice.phoneme_id_map)
+
+
+def unit_ids(unit: SsmlUnit, voice: VoiceConfig) -> list[int]:
+    """One unit's ids: from its IPA if it has some, else from its text (``phoneme_ids``)."""
+    return ipa_ids(unit.phonemes, voice) if unit.phonemes is not None else phoneme_ids(unit.text, voice)
+
+
+def prepare(
+    text: str, config_path: str, clause_chars: int | None = None
+) -> tuple[VoiceConfig, list[SsmlUnit], list[int]]:
     """A speech request's text work up front: the voice's config, the units to speak (normalised,
-    split; ``clause_chars``: see ``split_units``, None for its default), and the first unit's phoneme ids."""
+    split; ``clause_chars``: see ``split_units``, None for its default), and the first unit's phoneme ids.
+
+    Plain text gives units with no pause, at rate 1. SSML (see ``is_ssml``) is parsed first, and each of its
+    units split the same way, the pieces of a unit sharing its rate and the last one taking its pause; its
+    IPA is checked against the voice here, so that a symbol the voice lacks is an error before any audio.
+    Raises SsmlError for SSML that cannot be spoken."""
     from voxlane.text.normalise import normalise
     from voxlane.text.sentences import CLAUSE_CHARS, split_units
 
     voice_text = load_voice_config(config_path)
-    units = split_units(normalise(text), clause_chars=CLAUSE_CHARS if clause_chars is None else clause_chars)
-    return voice_text, units, phoneme_ids(units[0], voice_text) if units else []
+    chars = CLAUSE_CHARS if clause_chars is None else clause_chars
+    if not is_ssml(text):
+        units = [SsmlUnit(u) for u in split_units(normalise(text), clause_chars=chars)]
+        return voice_text, units, phoneme_ids(units[0].text, voice_text) if units else []
+    units = []
+    for unit in parse_ssml(text):
+        if unit.phonemes is not None:
+            ipa_ids(unit.phonemes, voice_text)
+            units.append(unit)
+            continue
+        pieces = split_units(normalise(unit.text), clause_chars=chars)
+        if not pieces and units:  # nothing to say (markup only): its pause goes after the unit before
+            units[-1] = replace(units[-1], pause_after_s=units[-1].pause_after_s + unit.pause_after_s)
+            continue
+        pieces = pieces or [""]
+        units += [SsmlUnit(p, 0.0, unit.rate) for p in pieces[:-1]]
+        units.append(SsmlUnit(pieces[-1], unit.pause_after_s, unit.rate))
+    if not any(u.text or u.phonemes for u in units):
+        return voice_text, [], []
+    return voice_text, units, unit_ids(units[0], voice_text) or pause_ids(voice_text)
+
+
+def pause_ids(voice: VoiceConfig) -> list[int]:
+    """Ids for a unit with nothing to say (punctuation only, or SSML's pause before any words): a short
+    silence, so that the stream's indices stay whole."""
+    return phoneme_ids(".", voice) or [0]

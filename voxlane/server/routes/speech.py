@@ -1,11 +1,12 @@
 """POST /v1/audio/speech: text in, audio streamed out as it is synthesised.
 
 Path of a request: validate and resolve the voice (event loop, cheap; a lease on the voice version) ->
-split into units and phonemise the first (text pool) -> send to the engine, phonemising the rest in the
-background -> each unit's PCM is encoded (encode pool) and streamed. The response starts only once the
-first audio is encoded, so every error before that is a real 4xx/5xx; an error after it ends the stream,
-is logged and counted (``voxlane_stream_errors_total``). A client that goes away aborts its units in the
-engine and releases the voice.
+read SSML if it is some, split into units and phonemise the first (text pool) -> send to the engine,
+phonemising the rest in the background -> each unit's PCM, and the silence SSML asks for after it, is encoded
+(encode pool) and streamed. The response starts only once the first audio is encoded, so every error before
+that is a real 4xx/5xx; an error after it ends the stream, is logged and counted
+(``voxlane_stream_errors_total``). A client that goes away aborts its units in the engine and releases the
+voice.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
+import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
@@ -39,7 +41,8 @@ from voxlane.protocol import (
 )
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
-from voxlane.text.phonemes import phoneme_ids, prepare
+from voxlane.text.phonemes import pause_ids, prepare, unit_ids
+from voxlane.text.ssml import SsmlError, SsmlUnit
 from voxlane.voice_config import VoiceConfig
 from voxlane.voices import Voice, remove_dir
 
@@ -128,6 +131,7 @@ class _SpeechJob:
         self.first: bytes = b""
         self._chunks: AsyncIterator[SpeechResult] | None = None
         self.audio_s = 0.0
+        self.units: list[SsmlUnit] = []
 
     async def start(self, arrived_s: float) -> None:
         """Everything up to the first encoded audio (``arrived_s``: when the request arrived, perf_counter).
@@ -149,6 +153,8 @@ class _SpeechJob:
             voice_text, units, first_ids = await executors.run(
                 "text", prepare, self.body.input, self.voice.config_path, self.state.config.speech_clause_chars
             )
+        except SsmlError as exc:
+            raise InvalidRequest(str(exc), param="input", code="invalid_ssml") from None
         except (ValueError, OSError) as exc:
             raise InvalidRequest(f"the voice '{self.voice.name}' cannot be used: {exc}", param="voice") from None
         if not units or not first_ids:
@@ -162,8 +168,9 @@ class _SpeechJob:
         self.state.metrics.speech_encoders.inc()
         self.stack.push_async_callback(self._close_encoder)
         self.stream = await self.stack.enter_async_context(
-            self.state.engine.speech(self.request_id, [len(u) for u in units])
+            self.state.engine.speech(self.request_id, [len(u.text) for u in units])
         )
+        self.units = units
         await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text))
         if len(units) > 1:
             feeder = asyncio.create_task(self._feed(units, voice_text), name=f"voxlane-speech-{self.request_id[:8]}")
@@ -179,19 +186,19 @@ class _SpeechJob:
             model_path=self.voice.model_path,
             config_path=self.voice.config_path,
             phoneme_ids=ids,
-            length_scale=voice_text.length_scale / self.body.speed,
+            length_scale=voice_text.length_scale / self.body.speed / self.units[index].rate,
             noise_scale=voice_text.noise_scale,
             noise_w_scale=voice_text.noise_w_scale,
             speaker_id=0 if voice_text.num_speakers > 1 else None,
         )
 
-    async def _feed(self, units: list[str], voice_text: VoiceConfig) -> None:
+    async def _feed(self, units: list[SsmlUnit], voice_text: VoiceConfig) -> None:
         assert self.stream is not None
         try:
             for index in range(1, len(units)):
-                ids = await self.state.executors.run("text", phoneme_ids, units[index], voice_text)
+                ids = await self.state.executors.run("text", unit_ids, units[index], voice_text)
                 if not ids:  # nothing speakable (punctuation only): a pause-sized unit keeps the indices whole
-                    ids = await self.state.executors.run("text", phoneme_ids, ".", voice_text) or [0]
+                    ids = await self.state.executors.run("text", pause_ids, voice_text)
                 await self.state.engine.send(self._unit(index, index == len(units) - 1, ids, voice_text))
         except VoxlaneError as exc:
             self.stream.fail(exc)
@@ -205,6 +212,9 @@ class _SpeechJob:
         async for msg, pcm in self._chunks:
             if msg.error:
                 raise VoxlaneError(f"speech synthesis failed on unit {msg.index}: {msg.error}")
+            pause_s = self.units[msg.index].pause_after_s if msg.index < len(self.units) else 0.0
+            if pause_s > 0:  # SSML's breaks and paragraphs: silence after the unit, at the voice's rate
+                pcm = np.concatenate([pcm, np.zeros(round(pause_s * msg.sample_rate), dtype=pcm.dtype)])
             self.audio_s += len(pcm) / msg.sample_rate
             data = await self.state.executors.run_encode(self.request_id, encode_stream, pcm)
             if data:
