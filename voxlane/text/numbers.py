@@ -107,7 +107,7 @@ def number(text: str) -> str:
     sign = "minus " if text.startswith("-") else ""
     text = text.lstrip("-+").replace(",", "")
     whole, _, fraction = text.partition(".")
-    if (len(whole) > 1 and whole.startswith("0")) or not whole.isdigit():
+    if (len(whole) > 1 and whole.startswith("0")) or len(whole) > len(str(LARGEST)) or not whole.isdigit():
         spoken = digits(whole)
     else:
         spoken = cardinal(int(whole))

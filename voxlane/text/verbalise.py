@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from voxlane.text.numbers import cardinal, digits, number, ordinal, year
+from voxlane.text.numbers import LARGEST, cardinal, digits, number, ordinal, year
 
 
 @dataclass(frozen=True)
@@ -150,8 +150,8 @@ def _money(m: re.Match[str]) -> str:
         return f"{number(whole + ('.' + fraction if fraction else ''))} {scale} {many}"
     if fraction and len(fraction) != 2:
         return f"{number(whole + '.' + fraction)} {many}"
-    said = [f"{number(whole)} {one if whole == '1' else many}"] if int(whole) or not fraction else []
-    if fraction and int(fraction):
+    said = [f"{number(whole)} {one if whole == '1' else many}"] if whole.strip("0") or not fraction else []
+    if fraction and fraction.strip("0"):
         said.append(f"{cardinal(int(fraction))} {sub_one if fraction == '01' else sub_many}")
     return " and ".join(said) if said else f"zero {many}"
 
@@ -217,9 +217,13 @@ def _unit(m: re.Match[str]) -> str:
     return f"{number(m[1])} {one if m[1] == '1' else many}"
 
 
+_LONGEST = len(str(LARGEST))
+
+
 def _ordinal(m: re.Match[str]) -> str:
     """ "1st" -> "first", "22nd" -> "twenty-second", "1,000th" -> "one thousandth"."""
-    return ordinal(int(m[1].replace(",", "")))
+    written = m[1].replace(",", "")
+    return ordinal(int(written)) if len(written) <= _LONGEST else m[0]
 
 
 def _decade(m: re.Match[str]) -> str:
@@ -302,9 +306,9 @@ _YEAR_WORDS = (
 
 RULES: tuple[Rule, ...] = (
     _rule("url", r"\b(?:https?://|www\.)[^\s<>\"']+?(?=[.,;:!?)\]]*(?:\s|$))", _url, re.IGNORECASE),
-    _rule("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", _email),
-    _rule("domain", rf"\b[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.{_TLD}\b(?:/[\w/-]*\w)?", _url, re.IGNORECASE),
-    _rule("abbreviation", rf"(?<![\w.])(?:{_ABBR}|St\.(?=\s)|No\.(?=\s?\d))(?!\w)", _abbreviation),
+    _rule("email", r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", _email),
+    _rule("domain", rf"(?<![\w.-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.{_TLD}\b(?:/[\w/-]*\w)?", _url, re.IGNORECASE),
+    _rule("abbreviation", rf"(?<![\w.])(?:{_ABBR}|St\.(?!\w)|No\.(?=\s?\d))(?!\w)", _abbreviation),
     _rule(
         "phone",
         r"(?<![\w+])(?:(?:\+1[ .-]?)?(?:\(\d{3}\) ?|\d{3}[.-])\d{3}[.-]\d{4}|\+\d{1,3}(?:[ .-]\d{1,4}){2,5})(?![\w-])",
