@@ -81,17 +81,25 @@ CASES = {
         ("I was in my 20s.", "I was in my 20s."),
     ],
     "ordinal": [("The 1st, 22nd and 101st.", "The first, twenty-second and one hundred first.")],
-    "year_range": [("From 1990-1995.", "From nineteen ninety to nineteen ninety-five.")],
+    "year_range": [
+        ("From 1990-1995.", "From nineteen ninety to nineteen ninety-five."),
+        ("Between 2019-2021.", "Between twenty nineteen and twenty twenty-one."),
+    ],
     "year": [
         (
             "In 1999 and since 2005, by 2024.",
             "In nineteen ninety-nine and since two thousand five, by twenty twenty-four.",
         ),
         ("The summer of 1969.", "The summer of nineteen sixty-nine."),
+        ("It dates from 1066.", "It dates from ten sixty-six."),
+        ("From 1000 to 2000.", "From one thousand to two thousand."),
         ("It fell in 1066 AD.", "It fell in ten sixty-six AD."),
         ("We had 1999 people.", "We had one thousand nine hundred ninety-nine people."),
     ],
-    "range": [("Pages 5-10 and 2.5–3.", "Pages five to ten and two point five to three.")],
+    "range": [
+        ("Pages 5-10 and 2.5–3.", "Pages five to ten and two point five to three."),
+        ("Between 5-10 guests.", "Between five and ten guests."),
+    ],
     "number": [
         (
             "We had 1,234,567 visitors.",

@@ -85,8 +85,9 @@ def ordinal(n: int) -> str:
 
 def year(n: int) -> str:
     """1999 -> "nineteen ninety-nine", 1905 -> "nineteen oh five", 1900 -> "nineteen hundred",
-    2005 -> "two thousand five", 2024 -> "twenty twenty-four"; outside 1000-9999 a plain cardinal."""
-    if not 1000 <= n <= 9999 or 2000 <= n <= 2009:
+    2005 -> "two thousand five", 2024 -> "twenty twenty-four", 1066 -> "ten sixty-six"; 1000, 2000 and
+    numbers outside 1000-9999 as plain cardinals."""
+    if not 1000 <= n <= 9999 or 2000 <= n <= 2009 or n % 1000 == 0:
         return cardinal(n)
     high, low = divmod(n, 100)
     if low == 0:
@@ -97,7 +98,7 @@ def year(n: int) -> str:
 
 
 def digits(text: str) -> str:
-    """ "4075" -> "four zero seven five": each digit on its own; anything else in ``text`` is dropped."""
+    """Reads "4075" as "four zero seven five": each digit on its own; anything else in ``text`` is dropped."""
     return " ".join(_ONES[int(c)] for c in text if c in "0123456789")
 
 

@@ -74,17 +74,17 @@ def _say_address(text: str) -> str:
 
 
 def _url(m: re.Match[str]) -> str:
-    """ "https://www.example.com/docs" -> "w w w dot example dot com slash docs" (the scheme is not said)."""
+    """Reads "https://www.example.com/docs" as "w w w dot example dot com slash docs" (the scheme is not said)."""
     return _say_address(re.sub(r"^[a-z]+://", "", m[0], flags=re.IGNORECASE).rstrip("/"))
 
 
 def _email(m: re.Match[str]) -> str:
-    """ "jane.doe@example.org" -> "jane dot doe at example dot org"."""
+    """Reads "jane.doe@example.org" as "jane dot doe at example dot org"."""
     return _say_address(m[0])
 
 
 def _phone(m: re.Match[str]) -> str:
-    """ "(555) 123-4567" -> "five five five, one two three, four five six seven"; "+44 20 7946 0958" ->
+    """Reads "(555) 123-4567" as "five five five, one two three, four five six seven"; "+44 20 7946 0958" as
     "plus four four, two zero, seven nine four six, zero nine five eight"."""
     groups = ", ".join(digits(g) for g in re.findall(r"\d+", m[0]))
     return ("plus " if m[0].startswith("+") else "") + groups
@@ -97,12 +97,12 @@ def _date(month: int | str, day: int, year_text: str | None, day_first: bool = F
 
 
 def _iso_date(m: re.Match[str]) -> str:
-    """ "2024-03-15" -> "March fifteenth, twenty twenty-four"."""
+    """Reads "2024-03-15" as "March fifteenth, twenty twenty-four"."""
     return _date(int(m[2]), int(m[3]), m[1])
 
 
 def _slash_date(m: re.Match[str]) -> str:
-    """ "15/03/2024" -> "March fifteenth, twenty twenty-four"; "03/04/2024" -> "March fourth, ..." (month
+    """Reads "15/03/2024" as "March fifteenth, twenty twenty-four"; "03/04/2024" as "March fourth, ..." (month
     first when both orders would do); "13/14/2024" is no date and stays as written."""
     first, second = int(m[1]), int(m[2])
     if 1 <= first <= 12 and 1 <= second <= 31:
@@ -113,18 +113,18 @@ def _slash_date(m: re.Match[str]) -> str:
 
 
 def _month_day(m: re.Match[str]) -> str:
-    """ "March 15, 2024" -> "March fifteenth, twenty twenty-four"; "Jan. 2nd" -> "January second"."""
+    """Reads "March 15, 2024" as "March fifteenth, twenty twenty-four"; "Jan. 2nd" as "January second"."""
     return _date(m[1], int(m[2]), m[3]) if 1 <= int(m[2]) <= 31 else m[0]
 
 
 def _day_month(m: re.Match[str]) -> str:
-    """ "15 March 2024" -> "the fifteenth of March, twenty twenty-four"."""
+    """Reads "15 March 2024" as "the fifteenth of March, twenty twenty-four"."""
     return _date(m[2], int(m[1]), m[3], day_first=True) if 1 <= int(m[1]) <= 31 else m[0]
 
 
 def _time(m: re.Match[str]) -> str:
-    """ "3:30 pm" -> "three thirty PM", "14:05" -> "fourteen oh five", "9:00" -> "nine o'clock",
-    "14:00" -> "fourteen hundred", "3pm" -> "three PM"."""
+    """Reads "3:30 pm" as "three thirty PM", "14:05" as "fourteen oh five", "9:00" as "nine o'clock",
+    "14:00" as "fourteen hundred", "3pm" as "three PM"."""
     hour, minute = int(m[1]), int(m[2] or 0)
     meridiem = f" {m[3].upper()}M" if m[3] else ""
     if minute == 0:
@@ -140,9 +140,9 @@ _SCALE_WORDS = {"k": "thousand", "m": "million", "mn": "million", "b": "billion"
 
 
 def _money(m: re.Match[str]) -> str:
-    """ "$5" -> "five dollars", "$1" -> "one dollar", "$5.50" -> "five dollars and fifty cents",
-    "$0.99" -> "ninety-nine cents", "£3" -> "three pounds", "€1.2 million" -> "one point two million euros",
-    "$5k" -> "five thousand dollars"."""
+    """Reads "$5" as "five dollars", "$1" as "one dollar", "$5.50" as "five dollars and fifty cents",
+    "$0.99" as "ninety-nine cents", "£3" as "three pounds", "€1.2 million" as "one point two million euros",
+    "$5k" as "five thousand dollars"."""
     one, many, sub_one, sub_many = _CURRENCIES[m[1]]
     whole, fraction, scale = m[2].replace(",", ""), m[3], m[4]
     if scale:
@@ -157,7 +157,7 @@ def _money(m: re.Match[str]) -> str:
 
 
 def _percent(m: re.Match[str]) -> str:
-    """ "50%" -> "fifty percent", "-2.5 %" -> "minus two point five percent"."""
+    """Reads "50%" as "fifty percent", "-2.5 %" as "minus two point five percent"."""
     return f"{number(m[1])} percent"
 
 
@@ -211,48 +211,58 @@ _LETTER_UNIT = "|".join(sorted(_LETTER_UNITS))
 
 
 def _unit(m: re.Match[str]) -> str:
-    """ "5 km" -> "five kilometers", "1 kg" -> "one kilogram", "3 ms" -> "three milliseconds",
-    "100 MB" -> "one hundred megabytes", "20°C" -> "twenty degrees Celsius"."""
+    """Reads "5 km" as "five kilometers", "1 kg" as "one kilogram", "3 ms" as "three milliseconds",
+    "100 MB" as "one hundred megabytes", "20°C" as "twenty degrees Celsius"."""
     one, many = _UNITS[m[2].strip()]
     return f"{number(m[1])} {one if m[1] == '1' else many}"
 
 
 _LONGEST = len(str(LARGEST))
+_AFTER_BETWEEN = re.compile(r"\bbetween\s+$", re.IGNORECASE)
 
 
 def _ordinal(m: re.Match[str]) -> str:
-    """ "1st" -> "first", "22nd" -> "twenty-second", "1,000th" -> "one thousandth"."""
+    """Reads "1st" as "first", "22nd" as "twenty-second", "1,000th" as "one thousandth"."""
     written = m[1].replace(",", "")
     return ordinal(int(written)) if len(written) <= _LONGEST else m[0]
 
 
 def _decade(m: re.Match[str]) -> str:
-    """ "the 1990s" -> "the nineteen nineties", "the '80s" -> "the eighties", "1900s" -> "nineteen hundreds"."""
+    """Reads "the 1990s" as "the nineteen nineties", "the '80s" as "the eighties", "1900s" as "nineteen
+    hundreds"."""
     said = year(int(m[1])) if m[1][0].isdigit() else cardinal(int(m[1][1:]))
     return said[:-1] + "ies" if said.endswith("y") else said + "s"
 
 
+def _to(m: re.Match[str]) -> str:
+    """The word between the ends of a range: "and" after "between", else "to"."""
+    return "and" if _AFTER_BETWEEN.search(m.string, max(0, m.start() - 9), m.start()) else "to"
+
+
 def _year_range(m: re.Match[str]) -> str:
-    """ "1990-1995" -> "nineteen ninety to nineteen ninety-five" (a later second year only)."""
+    """Reads "1990-1995" as "nineteen ninety to nineteen ninety-five" (a later second year only),
+    "between 2019-2021" as "between twenty nineteen and twenty twenty-one"."""
     if int(m[2]) <= int(m[1]):
         return m[0]
-    return f"{year(int(m[1]))} to {year(int(m[2]))}"
+    return f"{year(int(m[1]))} {_to(m)} {year(int(m[2]))}"
 
 
 def _year(m: re.Match[str]) -> str:
-    """ "in 1999" -> "in nineteen ninety-nine", "since 2005" -> "since two thousand five",
-    "by 2024" -> "by twenty twenty-four", "May 2010" -> "May twenty ten", "1066 AD" -> "ten sixty-six AD"."""
+    """Reads "in 1999" as "in nineteen ninety-nine", "since 2005" as "since two thousand five",
+    "by 2024" as "by twenty twenty-four", "May 2010" as "May twenty ten", "1066 AD" as "ten sixty-six AD"."""
     written = m["year"] or m["bc"]
     return m[0].replace(written, year(int(written)))
 
 
 def _range(m: re.Match[str]) -> str:
-    """ "5-10" -> "five to ten", "2.5-3" -> "two point five to three"."""
-    return f"{number(m[1])} to {number(m[2])}"
+    """Reads "5-10" as "five to ten", "2.5-3" as "two point five to three", "between 5-10" as "between five
+    and ten"."""
+    return f"{number(m[1])} {_to(m)} {number(m[2])}"
 
 
 def _number(m: re.Match[str]) -> str:
-    """ "1,234" -> "one thousand two hundred thirty-four", "-7" -> "minus seven", "3.14" -> "three point one four"."""
+    """Reads "1,234" as "one thousand two hundred thirty-four", "-7" as "minus seven", "3.14" as "three
+    point one four"."""
     return number(m[0])
 
 
@@ -278,8 +288,8 @@ _SENTENCE_GOES_ON = re.compile(r"\s*[,;:]|\s+[a-z]")
 
 
 def _abbreviation(m: re.Match[str]) -> str:
-    """ "Dr. Smith" -> "Doctor Smith", "e.g." -> "for example", "St. Paul" -> "Saint Paul",
-    "Main St." -> "Main Street", "No. 5" -> "number 5"; the dot stays where it also ends a sentence."""
+    """Reads "Dr. Smith" as "Doctor Smith", "e.g." as "for example", "St. Paul" as "Saint Paul",
+    "Main St." as "Main Street", "No. 5" as "number 5"; the dot stays where it also ends a sentence."""
     word = m[0]
     if word == "St.":
         said = "Saint" if re.match(r"\s+[A-Z]", m.string[m.end() :]) else "Street"
@@ -328,7 +338,7 @@ RULES: tuple[Rule, ...] = (
     _rule("year_range", r"(?<![\w.,-])(1\d{3}|20\d{2})[-–](1\d{3}|20\d{2})(?![\w-])", _year_range),
     _rule(
         "year",
-        rf"(?i:\b(?:{_YEAR_WORDS})\s+)(?P<year>1[1-9]\d{{2}}|20\d{{2}})\b(?![.,]\d)|\b(?P<bc>\d{{3,4}}) (?:AD|BC)\b",
+        rf"(?i:\b(?:{_YEAR_WORDS})\s+)(?P<year>1\d{{3}}|20\d{{2}})\b(?![.,]\d)|\b(?P<bc>\d{{3,4}}) (?:AD|BC)\b",
         _year,
     ),
     _rule("range", rf"(?<![\w.,-])({_DEC})[-–]({_DEC}){_END}(?!-)", _range),
