@@ -1,0 +1,92 @@
+"""Text normalisation, measured by ear: each sentence of benchmarks/data/normalisation.jsonl (numbers, money,
+dates, times, units, phone numbers, addresses, abbreviations as written) is spoken by POST /v1/audio/speech
+(wav), the audio transcribed by POST /v1/audio/transcriptions on the same server, and the transcripts
+scored against the sentences as a person would say them (``spoken``) with voxlane.bench.wer (Whisper's
+English normaliser: "twenty twenty-four" and "2024" count alike).
+
+A server of this checkout's code starts on 127.0.0.1, then, with ``--compare-code DIR``, one of the code in
+DIR (``PYTHONPATH=DIR``; e.g. a checkout without the verbaliser), and one table compares the two.
+
+    .venv/bin/python benchmarks/tts_roundtrip.py [--compare-code /path/to/other/checkout] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from voxlane.bench import wer
+from voxlane.bench.server import running_server
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data" / "normalisation.jsonl"
+
+
+def load(path: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def transcribe_spoken(base_url: str, texts: list[str], voice: str) -> list[str]:
+    """Each text spoken as wav and transcribed again, one at a time (the figures are words, not speed)."""
+    hypotheses = []
+    with httpx.Client(base_url=base_url, timeout=300) as client:
+        for text in texts:
+            speech = client.post(
+                "/v1/audio/speech", json={"model": "tts-1", "voice": voice, "input": text, "response_format": "wav"}
+            )
+            speech.raise_for_status()
+            result = client.post(
+                "/v1/audio/transcriptions",
+                data={"model": "whisper-1"},
+                files={"file": ("speech.wav", speech.content, "audio/wav")},
+            )
+            result.raise_for_status()
+            hypotheses.append(result.json()["text"])
+    return hypotheses
+
+
+def run(label: str, rows: list[dict[str, str]], voice: str, code: Path) -> dict[str, object]:
+    with running_server(env={"PYTHONPATH": str(code)}) as srv:
+        hypotheses = transcribe_spoken(srv.base_url, [r["text"] for r in rows], voice)
+    name, normalise = wer.text_normaliser()
+    score, counted = wer.total([r["spoken"] for r in rows], hypotheses, normalise, skip_empty_references=True)
+    worst = sorted(
+        ((wer.score(r["spoken"], h, normalise).errors, r["text"], h) for r, h in zip(rows, hypotheses)),
+        reverse=True,
+    )[:5]
+    return {"label": label, "code": str(code), "sentences": counted, "normaliser": name, **score.as_dict()} | {
+        "worst": [{"errors": e, "text": t, "heard": h} for e, t, h in worst]
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--voice", default="alloy")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0: all)")
+    parser.add_argument("--compare-code", type=Path, help="also run a server of the code in this directory")
+    parser.add_argument("--json", type=Path, help="write the results here too")
+    args = parser.parse_args()
+    rows = load(args.data)[: args.limit or None]
+    results = [run("this checkout", rows, args.voice, ROOT)]
+    if args.compare_code:
+        results.append(run(str(args.compare_code), rows, args.voice, args.compare_code))
+    print(f"{len(rows)} sentences of {args.data.name}, voice {args.voice}; normaliser: {results[0]['normaliser']}")
+    print("| code | words | sub | del | ins | WER |\n|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['label']} | {r['words']} | {r['sub']} | {r['del']} | {r['ins']} | {r['wer']:.3f} |")
+    for r in results:
+        print(f"\nworst of {r['label']}:")
+        for w in r["worst"]:  # type: ignore[attr-defined]
+            print(f"  {w['errors']:2d}  {w['text']}\n      heard: {w['heard']}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
