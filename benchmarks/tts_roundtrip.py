@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -50,17 +51,27 @@ def transcribe_spoken(base_url: str, texts: list[str], voice: str) -> list[str]:
     return hypotheses
 
 
-def run(label: str, rows: list[dict[str, str]], voice: str, code: Path) -> dict[str, object]:
+def run(label: str, rows: list[dict[str, str]], voice: str, code: Path) -> dict[str, Any]:
     with running_server(env={"PYTHONPATH": str(code)}) as srv:
         hypotheses = transcribe_spoken(srv.base_url, [r["text"] for r in rows], voice)
     name, normalise = wer.text_normaliser()
-    score, counted = wer.total([r["spoken"] for r in rows], hypotheses, normalise, skip_empty_references=True)
-    worst = sorted(
-        ((wer.score(r["spoken"], h, normalise).errors, r["text"], h) for r, h in zip(rows, hypotheses)),
-        reverse=True,
-    )[:5]
-    return {"label": label, "code": str(code), "sentences": counted, "normaliser": name, **score.as_dict()} | {
-        "worst": [{"errors": e, "text": t, "heard": h} for e, t, h in worst]
+    scores = [wer.score(r["spoken"], h, normalise) for r, h in zip(rows, hypotheses)]
+    total, by_kind = wer.Score(), dict[str, wer.Score]()
+    for row, score in zip(rows, scores):
+        total += score
+        by_kind.setdefault(row.get("kind", "-"), wer.Score()).__iadd__(score)
+    heard = [
+        {"kind": r.get("kind", "-"), "text": r["text"], "heard": h, "errors": s.errors}
+        for r, h, s in zip(rows, hypotheses, scores)
+    ]
+    return {
+        "label": label,
+        "code": str(code),
+        "sentences": len(rows),
+        "normaliser": name,
+        **total.as_dict(),
+        "by_kind": {kind: score.as_dict() for kind, score in by_kind.items()},
+        "heard": heard,
     }
 
 
@@ -80,9 +91,14 @@ def main() -> None:
     print("| code | words | sub | del | ins | WER |\n|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['label']} | {r['words']} | {r['sub']} | {r['del']} | {r['ins']} | {r['wer']:.3f} |")
+    kinds = list(results[0]["by_kind"])
+    print("\nWER by kind:\n| kind | " + " | ".join(str(r["label"]) for r in results) + " |")
+    print("|---|" + "---|" * len(results))
+    for kind in kinds:
+        print(f"| {kind} | " + " | ".join(f"{r['by_kind'][kind]['wer']:.3f}" for r in results) + " |")
     for r in results:
         print(f"\nworst of {r['label']}:")
-        for w in r["worst"]:  # type: ignore[attr-defined]
+        for w in sorted(r["heard"], key=lambda w: -w["errors"])[:5]:
             print(f"  {w['errors']:2d}  {w['text']}\n      heard: {w['heard']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
