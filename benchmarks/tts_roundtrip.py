@@ -1,13 +1,14 @@
-"""Text normalisation, measured by ear: each sentence of benchmarks/data/normalisation.jsonl (numbers, money,
-dates, times, units, phone numbers, addresses, abbreviations as written) is spoken by POST /v1/audio/speech
-(wav), the audio transcribed by POST /v1/audio/transcriptions on the same server, and the transcripts
-scored against the sentences as a person would say them (``spoken``) with voxlane.bench.wer (Whisper's
+"""Text normalisation, measured by ear: each sentence of a set such as benchmarks/data/normalisation.jsonl
+(numbers, money, dates, times, units, phone numbers, addresses, abbreviations as written) is spoken by
+POST /v1/audio/speech (wav), the audio transcribed by POST /v1/audio/transcriptions on the same server, and
+the transcripts scored against the sentences as a person would say them (``spoken``) with voxlane.bench.wer (Whisper's
 English normaliser: "twenty twenty-four" and "2024" count alike).
 
 A server of this checkout's code starts on 127.0.0.1, then, with ``--compare-code DIR``, one of the code in
 DIR (``PYTHONPATH=DIR``; e.g. a checkout without the verbaliser), and one table compares the two.
 
-    .venv/bin/python benchmarks/tts_roundtrip.py [--compare-code /path/to/other/checkout] [--limit N]
+    .venv/bin/python benchmarks/tts_roundtrip.py --data benchmarks/data/normalisation.jsonl \
+        [--compare-code /path/to/other/checkout] [--limit N]
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from voxlane.bench import wer
 from voxlane.bench.server import running_server
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "benchmarks" / "data" / "normalisation.jsonl"
 
 
 def load(path: Path) -> list[dict[str, str]]:
@@ -77,7 +77,7 @@ def run(label: str, rows: list[dict[str, str]], voice: str, code: Path) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, required=True, help="JSON lines with text, spoken and kind")
     parser.add_argument("--voice", default="alloy")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0: all)")
     parser.add_argument("--compare-code", type=Path, help="also run a server of the code in this directory")

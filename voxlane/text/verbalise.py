@@ -33,6 +33,8 @@ class Rule:
     name: str
     pattern: re.Pattern[str]
     replace: Callable[[re.Match[str]], str]
+    needs_digit: bool = True
+    """Skipped for text without digits (no rule writes one), so plain prose costs only the address rules."""
 
 
 _NUM = r"\d{1,3}(?:,\d{3})+|\d+"
@@ -250,8 +252,9 @@ def _year_range(m: re.Match[str]) -> str:
 def _year(m: re.Match[str]) -> str:
     """Reads "in 1999" as "in nineteen ninety-nine", "since 2005" as "since two thousand five",
     "by 2024" as "by twenty twenty-four", "May 2010" as "May twenty ten", "1066 AD" as "ten sixty-six AD"."""
-    written = m["year"] or m["bc"]
-    return m[0].replace(written, year(int(written)))
+    if m["bc"]:
+        return m[0].replace(m["bc"], year(int(m["bc"])))
+    return year(int(m["year"])) if _YEAR_CONTEXT.search(m.string, max(0, m.start() - 12), m.start()) else m[0]
 
 
 def _range(m: re.Match[str]) -> str:
@@ -301,8 +304,10 @@ def _abbreviation(m: re.Match[str]) -> str:
     return said + "." if ends_sentence and said != "Saint" else said
 
 
-def _rule(name: str, pattern: str, replace: Callable[[re.Match[str]], str], flags: int = 0) -> Rule:
-    return Rule(name, re.compile(pattern, flags), replace)
+def _rule(
+    name: str, pattern: str, replace: Callable[[re.Match[str]], str], flags: int = 0, needs_digit: bool = True
+) -> Rule:
+    return Rule(name, re.compile(pattern, flags), replace, needs_digit)
 
 
 _M = r"(?:\.m\.(?=\s+[a-z])|\.m(?=\.)|m\b)"
@@ -313,12 +318,20 @@ _YEAR_WORDS = (
     r"in|since|by|from|to|until|till|of|during|before|after|around|circa|year|spring|summer|autumn|fall|winter|"
     + _MONTH
 )
+_YEAR_CONTEXT = re.compile(rf"(?i:\b(?:{_YEAR_WORDS})\s+)$")
+"""The words before a four-digit number that make it a year (searched in the 12 characters before it)."""
 
 RULES: tuple[Rule, ...] = (
-    _rule("url", r"\b(?:https?://|www\.)[^\s<>\"']+?(?=[.,;:!?)\]]*(?:\s|$))", _url, re.IGNORECASE),
-    _rule("email", r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", _email),
-    _rule("domain", rf"(?<![\w.-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.{_TLD}\b(?:/[\w/-]*\w)?", _url, re.IGNORECASE),
-    _rule("abbreviation", rf"(?<![\w.])(?:{_ABBR}|St\.(?!\w)|No\.(?=\s?\d))(?!\w)", _abbreviation),
+    _rule("url", r"\b(?:https?://|www\.)[^\s<>\"']+?(?=[.,;:!?)\]]*(?:\s|$))", _url, re.IGNORECASE, False),
+    _rule("email", r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", _email, needs_digit=False),
+    _rule(
+        "domain",
+        rf"(?<![\w.-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.{_TLD}\b(?:/[\w/-]*\w)?",
+        _url,
+        re.IGNORECASE,
+        False,
+    ),
+    _rule("abbreviation", rf"(?<![\w.])(?:{_ABBR}|St\.(?!\w)|No\.(?=\s?\d))(?!\w)", _abbreviation, needs_digit=False),
     _rule(
         "phone",
         r"(?<![\w+])(?:(?:\+1[ .-]?)?(?:\(\d{3}\) ?|\d{3}[.-])\d{3}[.-]\d{4}|\+\d{1,3}(?:[ .-]\d{1,4}){2,5})(?![\w-])",
@@ -336,11 +349,7 @@ RULES: tuple[Rule, ...] = (
     _rule("unit", rf"{_START}(-?{_DEC})(\s?(?:{_UNIT})|\s(?:{_LETTER_UNIT}))(?![\w°/])", _unit),
     _rule("ordinal", rf"{_START}({_NUM})(?:st|nd|rd|th)\b", _ordinal),
     _rule("year_range", r"(?<![\w.,-])(1\d{3}|20\d{2})[-–](1\d{3}|20\d{2})(?![\w-])", _year_range),
-    _rule(
-        "year",
-        rf"(?i:\b(?:{_YEAR_WORDS})\s+)(?P<year>1\d{{3}}|20\d{{2}})\b(?![.,]\d)|\b(?P<bc>\d{{3,4}}) (?:AD|BC)\b",
-        _year,
-    ),
+    _rule("year", r"(?<![\w.,])(?P<year>1\d{3}|20\d{2})\b(?![.,]\d)|\b(?P<bc>\d{3,4}) (?:AD|BC)\b", _year),
     _rule("range", rf"(?<![\w.,-])({_DEC})[-–]({_DEC}){_END}(?!-)", _range),
     _rule("number", rf"(?:(?<![\w-])-)?{_START}{_DEC}{_END}", _number),
 )
@@ -348,6 +357,8 @@ RULES: tuple[Rule, ...] = (
 
 def verbalise(text: str) -> str:
     """``text`` with every rule of :data:`RULES` applied in order."""
+    has_digit = any(c.isdigit() for c in text)
     for rule in RULES:
-        text = rule.pattern.sub(rule.replace, text)
+        if has_digit or not rule.needs_digit:
+            text = rule.pattern.sub(rule.replace, text)
     return text
