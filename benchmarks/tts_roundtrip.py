@@ -51,23 +51,31 @@ def transcribe_spoken(base_url: str, texts: list[str], voice: str) -> list[str]:
     return hypotheses
 
 
-def run(label: str, rows: list[dict[str, str]], voice: str, code: Path) -> dict[str, Any]:
+def run(label: str, rows: list[dict[str, str]], voice: str, code: Path, repeats: int) -> dict[str, Any]:
+    """The set spoken ``repeats`` times by one server (the voice samples its noise afresh each time, so one
+    pass moves the WER by a point or two); scores summed over the passes."""
     with running_server(env={"PYTHONPATH": str(code)}) as srv:
-        hypotheses = transcribe_spoken(srv.base_url, [r["text"] for r in rows], voice)
+        passes = [transcribe_spoken(srv.base_url, [r["text"] for r in rows], voice) for _ in range(repeats)]
     name, normalise = wer.text_normaliser()
-    scores = [wer.score(r["spoken"], h, normalise) for r, h in zip(rows, hypotheses)]
-    total, by_kind = wer.Score(), dict[str, wer.Score]()
-    for row, score in zip(rows, scores):
-        total += score
-        by_kind.setdefault(row.get("kind", "-"), wer.Score()).__iadd__(score)
-    heard = [
-        {"kind": r.get("kind", "-"), "text": r["text"], "heard": h, "errors": s.errors}
-        for r, h, s in zip(rows, hypotheses, scores)
-    ]
+    total, by_kind, heard = wer.Score(), dict[str, wer.Score](), []
+    for i, row in enumerate(rows):
+        scores = [wer.score(row["spoken"], hypotheses[i], normalise) for hypotheses in passes]
+        for score in scores:
+            total += score
+            by_kind.setdefault(row.get("kind", "-"), wer.Score()).__iadd__(score)
+        heard.append(
+            {
+                "kind": row.get("kind", "-"),
+                "text": row["text"],
+                "heard": [hypotheses[i] for hypotheses in passes],
+                "errors": sum(s.errors for s in scores),
+            }
+        )
     return {
         "label": label,
         "code": str(code),
         "sentences": len(rows),
+        "repeats": repeats,
         "normaliser": name,
         **total.as_dict(),
         "by_kind": {kind: score.as_dict() for kind, score in by_kind.items()},
@@ -79,15 +87,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="JSON lines with text, spoken and kind")
     parser.add_argument("--voice", default="alloy")
+    parser.add_argument("--repeats", type=int, default=1, help="speak the set this many times per server")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0: all)")
     parser.add_argument("--compare-code", type=Path, help="also run a server of the code in this directory")
     parser.add_argument("--json", type=Path, help="write the results here too")
     args = parser.parse_args()
     rows = load(args.data)[: args.limit or None]
-    results = [run("this checkout", rows, args.voice, ROOT)]
+    results = [run("this checkout", rows, args.voice, ROOT, args.repeats)]
     if args.compare_code:
-        results.append(run(str(args.compare_code), rows, args.voice, args.compare_code))
-    print(f"{len(rows)} sentences of {args.data.name}, voice {args.voice}; normaliser: {results[0]['normaliser']}")
+        results.append(run(str(args.compare_code), rows, args.voice, args.compare_code, args.repeats))
+    print(
+        f"{len(rows)} sentences of {args.data.name} x {args.repeats}, voice {args.voice}; "
+        f"normaliser: {results[0]['normaliser']}"
+    )
     print("| code | words | sub | del | ins | WER |\n|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['label']} | {r['words']} | {r['sub']} | {r['del']} | {r['ins']} | {r['wer']:.3f} |")
@@ -99,7 +111,7 @@ def main() -> None:
     for r in results:
         print(f"\nworst of {r['label']}:")
         for w in sorted(r["heard"], key=lambda w: -w["errors"])[:5]:
-            print(f"  {w['errors']:2d}  {w['text']}\n      heard: {w['heard']}")
+            print(f"  {w['errors']:2d}  {w['text']}\n      heard: {' | '.join(w['heard'])}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
