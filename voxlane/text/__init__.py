@@ -1,4 +1,5 @@
-"""Text for speech: normalise, split into units (sentences, clauses of long ones), phonemise to Piper ids.
+"""Text for speech: normalise (typography, then numbers, dates, money, units, addresses and abbreviations
+written out as words: verbalise.py), split into units (sentences, clauses of long ones), phonemise to Piper ids.
 
 All of it runs on the API process's ``text`` executor, one worker process (espeak is not thread-safe, and
 Piper's package loads onnxruntime, which the API process itself never imports).

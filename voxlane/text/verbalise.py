@@ -322,14 +322,14 @@ _YEAR_CONTEXT = re.compile(rf"(?i:\b(?:{_YEAR_WORDS})\s+)$")
 """The words before a four-digit number that make it a year (searched in the 12 characters before it)."""
 
 RULES: tuple[Rule, ...] = (
-    _rule("url", r"\b(?:https?://|www\.)[^\s<>\"']+?(?=[.,;:!?)\]]*(?:\s|$))", _url, re.IGNORECASE, False),
+    _rule("url", r"\b(?:https?://|www\.)[^\s<>\"']+?(?=[.,;:!?)\]]*(?:\s|$))", _url, re.IGNORECASE, needs_digit=False),
     _rule("email", r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", _email, needs_digit=False),
     _rule(
         "domain",
         rf"(?<![\w.-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.{_TLD}\b(?:/[\w/-]*\w)?",
         _url,
         re.IGNORECASE,
-        False,
+        needs_digit=False,
     ),
     _rule("abbreviation", rf"(?<![\w.])(?:{_ABBR}|St\.(?!\w)|No\.(?=\s?\d))(?!\w)", _abbreviation, needs_digit=False),
     _rule(
