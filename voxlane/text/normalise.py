@@ -1,9 +1,12 @@
-"""Text normalisation before splitting: what espeak would mis-read or choke on, made plain."""
+"""Text normalisation before splitting: what espeak would mis-read or choke on, made plain, and numbers,
+dates, money, units, addresses and abbreviations written out as words (voxlane/text/verbalise.py)."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+
+from voxlane.text.verbalise import verbalise
 
 _REPLACEMENTS = str.maketrans(
     {
@@ -24,9 +27,9 @@ _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;:!?])")
 
 
 def normalise(text: str) -> str:
-    """NFKC, typographic quotes and dashes to plain ones, control characters out, runs of
-    whitespace to one space, '!!!!' to '!!'."""
-    text = unicodedata.normalize("NFKC", text).translate(_REPLACEMENTS)
+    """NFKC, verbalised (before the dashes go: "5–10" is a range), typographic quotes and dashes to plain
+    ones, control characters out, runs of whitespace to one space, '!!!!' to '!!'."""
+    text = verbalise(unicodedata.normalize("NFKC", text)).translate(_REPLACEMENTS)
     text = _CONTROL.sub(" ", text)
     text = _REPEATED_PUNCT.sub(r"\1\1", text)
     text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
