@@ -39,6 +39,20 @@ _ORDINAL_WORDS = {
     "nine": "ninth",
     "twelve": "twelfth",
 }
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 LARGEST = 10**15 - 1
 """Above this, a number is read digit by digit: nobody says "four quadrillion"."""
 

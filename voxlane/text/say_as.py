@@ -10,46 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-_ONES = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-]
-_TENS = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
-_SCALES = ((10**12, "trillion"), (10**9, "billion"), (10**6, "million"), (10**3, "thousand"))
-_ORDINAL_LAST = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth"}
-_ORDINAL_LAST |= {"nine": "ninth", "twelve": "twelfth"}
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
+from voxlane.text import numbers
+from voxlane.text.numbers import MONTHS
+
 _LETTERS = dict(
     zip(
         "abcdefghijklmnopqrstuvwxyz",
@@ -85,71 +48,36 @@ _LETTERS = dict(
 )
 _SYMBOLS = {"@": "at", ".": "dot", "-": "dash", "_": "underscore", "/": "slash", "&": "and", "+": "plus", "#": "hash"}
 _DATE_FORMATS = ("mdy", "dmy", "ymd", "ydm", "md", "dm", "ym", "my", "d", "m", "y")
-_MAX_CARDINAL = 10**15 - 1
+
+
+def _spaced(words: str) -> str:
+    """numbers.py's words with spaces for its hyphens: how this module has always written them."""
+    return words.replace("-", " ")
 
 
 def cardinal(n: int) -> str:
     """0 -> 'zero', 1234 -> 'one thousand two hundred thirty four'; negatives with 'minus'."""
-    if n < 0:
-        return f"minus {cardinal(-n)}"
-    if n < 1000:
-        return _under_thousand(n) or "zero"
-    words = []
-    for scale, name in _SCALES:
-        if n >= scale:
-            words.append(f"{_under_thousand(n // scale)} {name}")
-            n %= scale
-    if n:
-        words.append(_under_thousand(n))
-    return " ".join(words)
-
-
-def _under_thousand(n: int) -> str:
-    words = []
-    if n >= 100:
-        words.append(f"{_ONES[n // 100]} hundred")
-        n %= 100
-    if n >= 20:
-        words.append(_TENS[n // 10] + (f" {_ONES[n % 10]}" if n % 10 else ""))
-    elif n:
-        words.append(_ONES[n])
-    return " ".join(words)
+    return _spaced(numbers.cardinal(n))
 
 
 def ordinal(n: int) -> str:
     """1 -> 'first', 22 -> 'twenty second', 40 -> 'fortieth'."""
-    *head, last = cardinal(n).split()
-    if last in _ORDINAL_LAST:
-        last = _ORDINAL_LAST[last]
-    elif last.endswith("y"):
-        last = last[:-1] + "ieth"
-    else:
-        last += "th"
-    return " ".join([*head, last])
+    return _spaced(numbers.ordinal(n))
 
 
 def year(n: int) -> str:
     """1999 -> 'nineteen ninety nine', 1905 -> 'nineteen oh five', 2000-2009 and others -> cardinal."""
-    if not 1100 <= n <= 9999 or 2000 <= n <= 2009:
-        return cardinal(n)
-    high, low = divmod(n, 100)
-    if low == 0:
-        return f"{cardinal(high)} hundred"
-    return f"{cardinal(high)} {'oh ' if low < 10 else ''}{cardinal(low)}"
-
-
-def _digit_words(digits: str) -> str:
-    return " ".join(_ONES[int(d)] for d in digits)
+    return _spaced(numbers.year(n))
 
 
 def read_cardinal(text: str, _: str = "") -> str:
     match = re.fullmatch(r"([+-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?", text.strip())
-    if match is None or int(match[2].replace(",", "")) > _MAX_CARDINAL:
+    if match is None or int(match[2].replace(",", "")) > numbers.LARGEST:
         raise ValueError(f"'{text}' is not a number; send digits such as 1234, -5 or 3.14 (under 10^15)")
     words = cardinal(int(match[2].replace(",", "")))
     if match[1] == "-":
         words = f"minus {words}"
-    return f"{words} point {_digit_words(match[3])}" if match[3] else words
+    return f"{words} point {numbers.digits(match[3])}" if match[3] else words
 
 
 def read_ordinal(text: str, _: str = "") -> str:
@@ -162,12 +90,12 @@ def read_ordinal(text: str, _: str = "") -> str:
 def read_digits(text: str, _: str = "") -> str:
     if not re.fullmatch(r"[\d\s-]*\d[\d\s-]*", text):
         raise ValueError(f"'{text}' is not a run of digits; send digits only, such as 0042")
-    return _digit_words(re.sub(r"\D", "", text))
+    return numbers.digits(re.sub(r"\D", "", text))
 
 
 def spell(text: str, _: str = "") -> str:
     """Letters by name, digits as words, a few symbols by name; anything else is skipped."""
-    words = [_LETTERS.get(c) or _SYMBOLS.get(c) or (_ONES[int(c)] if c in "0123456789" else "") for c in text.lower()]
+    words = [_LETTERS.get(c) or _SYMBOLS.get(c) or numbers.digits(c) for c in text.lower()]
     spelt = " ".join(w for w in words if w)
     if not spelt:
         raise ValueError(f"'{text}' has nothing to spell out; send letters or digits")
@@ -201,8 +129,8 @@ def read_date(text: str, fmt: str = "") -> str:
 
 def _month(field: str) -> str:
     if field.isdigit() and 1 <= int(field) <= 12:
-        return _MONTHS[int(field) - 1]
-    for name in _MONTHS:
+        return MONTHS[int(field) - 1]
+    for name in MONTHS:
         if len(field) >= 3 and name.lower().startswith(field.lower()):
             return name
     raise ValueError(f"'{field}' is not a month; send 1 to 12 or a month's name")
@@ -228,7 +156,7 @@ def read_telephone(text: str, _: str = "") -> str:
     """'+1 (555) 123-4567' -> 'plus one, five five five, one two three, four five six seven'."""
     if not re.fullmatch(r"\+?[\d\s().-]*\d[\d\s().-]*", text.strip()):
         raise ValueError(f"'{text}' is not a telephone number; send digits, spaces, ( ) - . and a leading +")
-    groups = [_digit_words(g) for g in re.findall(r"\d+", text)]
+    groups = [numbers.digits(g) for g in re.findall(r"\d+", text)]
     return ("plus " if text.strip().startswith("+") else "") + ", ".join(groups)
 
 

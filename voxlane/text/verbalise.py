@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from voxlane.text.numbers import LARGEST, cardinal, digits, number, ordinal, year
+from voxlane.text.numbers import LARGEST, MONTHS, cardinal, digits, number, ordinal, year
 
 
 @dataclass(frozen=True)
@@ -43,22 +43,8 @@ _DEC = rf"(?:{_NUM})(?:\.\d+)?"
 _START = r"(?<![\w.,])"
 """A number starts here: not inside a word, a version string (1.2.3) or a longer number."""
 _END = r"(?![\w]|[.,]\d)"
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
-_MONTH_NAMES = {m.lower(): m for m in _MONTHS} | {m[:3].lower(): m for m in _MONTHS} | {"sept": "September"}
-_MONTH = r"(?:" + "|".join(_MONTHS) + r"|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?)"
+_MONTH_NAMES = {m.lower(): m for m in MONTHS} | {m[:3].lower(): m for m in MONTHS} | {"sept": "September"}
+_MONTH = r"(?:" + "|".join(MONTHS) + r"|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?)"
 _SAY = {".": " dot ", "/": " slash ", ":": " colon ", "-": " dash ", "_": " underscore ", "@": " at "}
 _SAY |= {"?": " question mark ", "=": " equals ", "&": " and ", "#": " hash ", "+": " plus ", "~": " tilde "}
 
@@ -93,7 +79,7 @@ def _phone(m: re.Match[str]) -> str:
 
 
 def _date(month: int | str, day: int, year_text: str | None, day_first: bool = False) -> str:
-    name = _MONTHS[month - 1] if isinstance(month, int) else _MONTH_NAMES[month.rstrip(".").lower()]
+    name = MONTHS[month - 1] if isinstance(month, int) else _MONTH_NAMES[month.rstrip(".").lower()]
     said = f"the {ordinal(day)} of {name}" if day_first else f"{name} {ordinal(day)}"
     return f"{said}, {year(int(year_text))}" if year_text else said
 
