@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -112,17 +111,9 @@ class RayEngineClient(EngineFront):
         self.admission.done(msg.request_id, msg.index, time.monotonic())
         stream.put(msg.index, result)
 
-    @asynccontextmanager
-    async def _open(
-        self, stream: ResultStream[Any], kind: type, abort: bool = True
-    ) -> AsyncIterator[ResultStream[Any]]:
-        self._streams[stream.request_id] = (kind, stream)
-        try:
-            yield stream
-        finally:
-            self._streams.pop(stream.request_id, None)
-            for call in self._calls.pop(stream.request_id, set()):
-                call.cancel()  # Ray cancels it on the replica too, whose engine aborts the work
+    def _close(self, stream: ResultStream[Any], abort: bool) -> None:
+        for call in self._calls.pop(stream.request_id, set()):
+            call.cancel()  # Ray cancels it on the replica too, whose engine aborts the work
 
 
 _is_a_handle: type[EngineHandle] = RayEngineClient  # mypy checks that the server can hold it

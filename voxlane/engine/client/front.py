@@ -11,7 +11,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from voxlane.config import ServerConfig
@@ -172,12 +172,22 @@ class EngineFront(ABC):
         finally:
             self.admission.end_speech(request_id)
 
-    @abstractmethod
-    def _open(
+    @asynccontextmanager
+    async def _open(
         self, stream: ResultStream[Any], kind: type, abort: bool = True
-    ) -> AbstractAsyncContextManager[ResultStream[Any]]:
+    ) -> AsyncIterator[ResultStream[Any]]:
         """Hold ``stream`` open (its results come as messages of type ``kind``); on exit, close it and (with
-        ``abort``) stop in the engine whatever of it is unfinished."""
+        ``abort``) stop in the engine whatever of it is unfinished (``_close``)."""
+        self._streams[stream.request_id] = (kind, stream)
+        try:
+            yield stream
+        finally:
+            self._streams.pop(stream.request_id, None)
+            self._close(stream, abort)
+
+    @abstractmethod
+    def _close(self, stream: ResultStream[Any], abort: bool) -> None:
+        """Stop in the engine what ``stream`` left unfinished, once it is closed."""
 
     def _fail_all(self, error: EngineUnavailable) -> None:
         for _, stream in list(self._streams.values()):

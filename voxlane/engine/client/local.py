@@ -15,8 +15,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -182,17 +181,9 @@ class EngineClient(EngineFront):
                 return verdict
             raise EngineUnavailable("the engine closed the voice check without a verdict")
 
-    @asynccontextmanager
-    async def _open(
-        self, stream: ResultStream[Any], kind: type, abort: bool = True
-    ) -> AsyncIterator[ResultStream[Any]]:
-        self._streams[stream.request_id] = (kind, stream)
-        try:
-            yield stream
-        finally:
-            self._streams.pop(stream.request_id, None)
-            if abort and not stream.finished and self.healthy and not self.socket.send_now(Abort(stream.request_id)):
-                log.warning("could not send abort for %s", stream.request_id)
+    def _close(self, stream: ResultStream[Any], abort: bool) -> None:
+        if abort and not stream.finished and self.healthy and not self.socket.send_now(Abort(stream.request_id)):
+            log.warning("could not send abort for %s", stream.request_id)
 
     # --- background tasks ------------------------------------------------------------------------
 
