@@ -3,10 +3,18 @@ windows are decoded at, the wide one while the queue behind it is short, greedy 
 
 from __future__ import annotations
 
-from tests.unit.test_scheduler import FEATURES, window
+from tests.unit.test_scheduler import FEATURES
+from tests.unit.test_scheduler import window as timestamped_window
 from voxlane.engine.request import WindowWork
 from voxlane.engine.scheduler import AsrScheduler
 from voxlane.messages import TranscribeOptions, WindowRequest
+
+
+def window(request_id: str, index: int, count: int, arrival_s: float) -> WindowWork:
+    """A window of a request whose response shows no times (json, text): decoded without timestamp tokens
+    when it is the request's only one."""
+    msg = WindowRequest(request_id, index, count, index * 30.0, 30.0, 3000, 80, TranscribeOptions(timestamps=False))
+    return WindowWork(msg, FEATURES, arrival_s=arrival_s, enqueued_s=arrival_s)
 
 
 def scheduler(queue_s: float = 2.0, beam: int = 5) -> AsrScheduler:
@@ -22,10 +30,28 @@ def test_a_lone_request_gets_the_wide_beam() -> None:
     assert work.beam_size == 5
 
 
-def test_a_lone_long_file_gets_the_wide_beam_all_through() -> None:
+def test_windows_decoded_with_timestamp_tokens_get_no_beam() -> None:
+    """A long file's windows (timestamps decoded to seek) and a clip whose response shows times: greedy, with
+    the doubt beam, even alone; beside them a clip read without the tokens still gets the beam."""
     s = scheduler()
     for i in range(40):  # 20 minutes of audio: 40 windows, one request
         s.add(window("long", i, 40, 0.0), now=0.0)
+    beams = set()
+    while len(s):
+        beams |= {w.beam_size for w in s.next_batch(now=0.0) or []}
+    assert beams == {1}
+    s.add(timestamped_window("verbose", 0, 1, 0.0), now=0.0)
+    s.add(window("json", 0, 1, 0.0), now=0.0)
+    first, second = s.next_batch(now=0.0) or [], s.next_batch(now=0.0) or []
+    assert len(first) == len(second) == 1  # the two never share a batch
+    assert {(w.request_id, w.beam_size) for w in first + second} == {("verbose", 1), ("json", 5)}
+
+
+def test_a_fixed_beam_decodes_every_window_at_it() -> None:
+    s = scheduler(queue_s=0.0)
+    for i in range(4):
+        s.add(window("long", i, 4, 0.0), now=0.0)
+    s.add(timestamped_window("verbose", 0, 1, 0.0), now=0.0)
     beams = set()
     while len(s):
         beams |= {w.beam_size for w in s.next_batch(now=0.0) or []}

@@ -69,7 +69,8 @@ class EngineConfig:
     after the first window), and the engine's resident memory stays at its peak (docs/engine-config.md)."""
     beam_size: int = setting(
         5,
-        "beam size of a window's decode while the engine keeps up (--adaptive-queue-s); 1 = greedy decoding "
+        "beam size of a window's decode while the engine keeps up (--adaptive-queue-s), for windows read "
+        "without timestamp tokens (a one-window request whose response shows no times); 1 = greedy decoding "
         "always, the fastest",
         minimum=1,
         group="ASR",
@@ -79,12 +80,13 @@ class EngineConfig:
         4.0,
         "seconds of queued work (one window for each request waiting, at the engine's measured cost per "
         "window) past which a batch is decoded greedily, with the doubt beam (--doubt-beam-size), instead of "
-        "at --beam-size on 30 s windows; 0 = always at --beam-size",
+        "at --beam-size on 30 s windows; 0 = every window at --beam-size, with or without timestamp tokens",
         minimum=0.0,
         group="ASR",
     )
-    """Load-adaptive decoding (engine/scheduler.py ``decode_beam``): a lone request gets beam 5 on 30 s windows,
-    and a queue long enough that the beam would slow the engine down gets greedy decodes. On the wide dev
+    """Load-adaptive decoding (engine/scheduler.py ``decode_beam``): a lone request read without timestamp
+    tokens gets beam 5 on 30 s windows, and a queue long enough that the beam would slow the engine down gets
+    greedy decodes. On the wide dev
     set's core, 16 at once, 4 s beamed a third of the windows: 22.51% WER at RTFx 13.6, against 23.26% at 20.3
     all greedy and 22.40% at 9.3 with 8 s (docs/decoding.md)."""
     short_window_pad_s: float = setting(

@@ -34,8 +34,9 @@ Contract:
   or in batches running: the core counts them), one window each at the engine's measured cost per window,
   would take the engine at most ``adaptive_queue_s``,
   else 1 (greedy; the runner's doubt beam then decodes again the windows it doubts). Requests, not windows:
-  a lone long file is one request, and gets the beam all through. A queue of many requests gets greedy
-  decodes, and the beam comes back as it drains. Every window of a batch gets the same beam, so a window
+  a file of many windows counts once. A queue of many requests gets greedy decodes, and the beam comes back
+  as it drains. Windows decoded with timestamp tokens (long files, responses that show times) are decoded
+  greedily at any load: there the beam read no better (docs/decoding.md). Every window of a batch gets the same beam, so a window
   reads the same whatever its neighbours at that beam. A window with a beam is encoded on 30 s (``is_short``).
 """
 
@@ -46,18 +47,19 @@ import logging
 from collections import deque
 
 from voxlane.engine.request import WindowWork
-from voxlane.runners.base import is_short
+from voxlane.runners.base import decodes_timestamps, is_short
 
 log = logging.getLogger(__name__)
 
 
 def batch_key(
     work: WindowWork, short_pad_frames: int = 0, final_pad_frames: int = 0
-) -> tuple[str, float, bool, bool, bool, str]:
+) -> tuple[str, float, bool, bool, bool, str, bool]:
     """Windows that may share a batch, of one Whisper model only. Live work shares only with live work: on a
     CPU a batch costs about the sum of its windows, so a live final batched with seven windows of a long file
     would wait for all eight. A short window (``is_short``: encoded on its own frames) shares only with short
-    windows: beside a 30 s window it would be padded to 30 s."""
+    windows: beside a 30 s window it would be padded to 30 s. Windows decoded with timestamp tokens share
+    only with each other, since load-adaptive decoding gives them no beam (``decode_beam``)."""
     return (
         work.options.task,
         work.options.temperature,
@@ -65,6 +67,7 @@ def batch_key(
         work.msg.is_live,
         is_short(work, short_pad_frames, final_pad_frames),
         work.msg.model,
+        decodes_timestamps(work),
     )
 
 
@@ -148,7 +151,7 @@ class AsrScheduler:
         """Whether live work is queued (a linear scan: the queue holds what the admission bounds allow)."""
         return any(w.queued and w.msg.is_live for _, _, w in self._heap)
 
-    def _live_share(self, key: tuple[str, float, bool, bool, bool, str], free_workers: int) -> int:
+    def _live_share(self, key: tuple[str, float, bool, bool, bool, str, bool], free_workers: int) -> int:
         """How many live decodes of ``key`` a batch takes: --live-batch-size, or fewer where the queued ones
         split over the free workers take less (a linear scan, as ``has_live``, on a GPU only)."""
         if self.live_batch_size <= 1 or free_workers <= 1:
@@ -160,10 +163,15 @@ class AsrScheduler:
         )
         return max(1, min(self.live_batch_size, -(-(same + 1) // free_workers)))
 
-    def decode_beam(self, waiting: int) -> int:
-        """The beam of a batch of batch work that leaves ``waiting`` requests with windows in the queue."""
+    def decode_beam(self, waiting: int, timestamps: bool = False) -> int:
+        """The beam of a batch of batch work that leaves ``waiting`` requests with windows in the queue.
+        Windows decoded with timestamp tokens (``timestamps``) get none: there the beam read no better than
+        greedy decoding with the doubt beam, on the wide dev set's core and on its long files
+        (docs/decoding.md), at half the speed."""
         if self.beam_size <= 1 or self.adaptive_queue_s <= 0:
             return self.beam_size
+        if timestamps:
+            return 1
         return self.beam_size if waiting * self.window_cost_s <= self.adaptive_queue_s else 1
 
     def next_batch(
@@ -224,7 +232,7 @@ class AsrScheduler:
                     del self._by_request[work.request_id]
         self._live -= len(batch)
         if key is not None and not key[3]:
-            beam = self.decode_beam(max(len(self._by_request), active_requests - 1))
+            beam = self.decode_beam(max(len(self._by_request), active_requests - 1), key[6])
             for work in batch:
                 work.beam_size = beam
         return batch

