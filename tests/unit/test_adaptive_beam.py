@@ -47,6 +47,18 @@ def test_windows_decoded_with_timestamp_tokens_get_no_beam() -> None:
     assert {(w.request_id, w.beam_size) for w in first + second} == {("verbose", 1), ("json", 5)}
 
 
+def test_a_long_file_in_the_queue_counts_once() -> None:
+    """Requests are counted, not windows: 40 windows of one file queued ahead leave a clip its beam."""
+    s = scheduler()
+    for i in range(40):
+        s.add(window("long", i, 40, 0.0), now=0.0)
+    s.add(window("clip", 0, 1, 0.0), now=0.0)
+    beams = {}
+    while len(s):
+        beams |= {w.request_id: w.beam_size for w in s.next_batch(now=0.0) or []}
+    assert beams == {"long": 1, "clip": 5}
+
+
 def test_a_fixed_beam_decodes_every_window_at_it() -> None:
     s = scheduler(queue_s=0.0)
     for i in range(4):
