@@ -217,8 +217,21 @@ def _as_path(ref: str) -> Path:
         return Path(ref)
 
 
+def _unreadable(ref: str, exc: OSError) -> ModelNotPresent:
+    """A reference the filesystem refuses to look up (a name too long for it, say): no model by that name."""
+    shown = ref if len(ref) <= 80 else ref[:77] + "..."
+    return ModelNotPresent(f"'{shown}' names no model this server can find ({exc.strerror or exc})")
+
+
 def resolve_whisper(ref: str, hub: HubCache, work_dir: Path) -> WhisperModel:
     """The Whisper model that ``ref`` names (see the module's docstring for the order), or ModelNotPresent."""
+    try:
+        return _resolve_whisper(ref, hub, work_dir)
+    except OSError as exc:
+        raise _unreadable(ref, exc) from None
+
+
+def _resolve_whisper(ref: str, hub: HubCache, work_dir: Path) -> WhisperModel:
     packages = installed_models()
     if ref in packages:
         path = packages[ref](work_dir)
@@ -285,6 +298,13 @@ def _voice_in(path: Path) -> Path | None:
 def resolve_voice(ref: str, hub: HubCache, work_dir: Path) -> VoiceFiles:
     """The Piper voice that ``ref`` names (a package, a directory or .onnx file, or a voice name in the
     Hugging Face cache's ``rhasspy/piper-voices``), or ModelNotPresent."""
+    try:
+        return _resolve_voice(ref, hub, work_dir)
+    except OSError as exc:
+        raise _unreadable(ref, exc) from None
+
+
+def _resolve_voice(ref: str, hub: HubCache, work_dir: Path) -> VoiceFiles:
     packages = installed_models()
     if ref in packages and ref not in (DEFAULT_WHISPER, WHISPER_BASE):
         onnx = _voice_in(packages[ref](work_dir))

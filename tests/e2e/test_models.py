@@ -62,6 +62,15 @@ def test_every_listed_id_is_accepted_by_its_endpoint(client, dev_set) -> None:
             assert audio.content[:4] == b"RIFF", model.id
 
 
+def test_a_model_name_too_long_for_the_filesystem_is_a_404(client) -> None:
+    for name in ("m" * 1500, "org/" + "r" * 1500):
+        with pytest.raises(openai.NotFoundError) as exc:
+            client.models.retrieve(name)
+        assert exc.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError):  # an unknown voice, as any other
+        client.audio.speech.create(model="tts-1", voice="v" * 1500, input="Hi.")
+
+
 def test_an_unknown_model_is_a_404_that_lists_the_ids(client) -> None:
     with pytest.raises(openai.NotFoundError) as exc:
         client.models.retrieve("gpt-5-transcribe")
