@@ -32,6 +32,7 @@ from dataclasses import dataclass
 PAD, BOS, EOS = "_", "^", "$"
 _STRESS = "ˈˌ"
 _PUNCTUATION = set(".,;:!?¡¿\"'()[]{}-—–…«»“”‘’")
+_NOT_SOUNDS = set(_STRESS) | _PUNCTUATION | {" "}
 _EDGE = "\"'“”‘’«»()[]{}.,;:!?¡¿…"
 _KEY = re.compile(r"[\W_]+")
 _GROUPS = ((1, 1), (1, 2), (2, 1), (1, 3), (3, 1))
@@ -163,7 +164,10 @@ def token_marks(
     if len(words) == len(spoken):
         spans = {k: (w.spans[0][0], w.spans[-1][1]) for k, w in zip(spoken, words, strict=True)}
     elif words and spoken:
-        refs = ["".join(c for c in reference(tokens[k]) if c not in _STRESS and c not in _PUNCTUATION and c != " ") for k in spoken]
+        refs = [
+            "".join(c for c in reference(tokens[k]) if c not in _STRESS and c not in _PUNCTUATION and c != " ")
+            for k in spoken
+        ]
         groups = _align([w.sounds for w in words], refs)
         if not groups:  # no alignment: each token takes its share of the unit's phonemes
             groups = [(len(words), len(spoken))]
@@ -313,5 +317,7 @@ def word_times(plan: Sequence[PlannedWord], start: int, marks_s: Mapping[int, Se
             break
         t0 = marks_s[word.first[0]][word.first[1]]
         t1 = marks_s[word.last[0]][word.last[1]]
-        out.append(WordTime(word.word, round(t0 + (t1 - t0) * word.share[0], 3), round(t0 + (t1 - t0) * word.share[1], 3)))
+        out.append(
+            WordTime(word.word, round(t0 + (t1 - t0) * word.share[0], 3), round(t0 + (t1 - t0) * word.share[1], 3))
+        )
     return out
