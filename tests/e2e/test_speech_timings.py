@@ -14,16 +14,7 @@ import httpx
 import numpy as np
 
 TEXT = "Dr. Smith paid $5 for the old map. It was the age of wisdom, it was the age of foolishness!"
-WORDS = [
-    "Dr",
-    "Smith",
-    "paid",
-    "$5",
-    "for",
-    "the",
-    "old",
-    "map",
-] + "It was the age of wisdom it was the age of foolishness".split(" ")
+WORDS = "Dr Smith paid $5 for the old map It was the age of wisdom it was the age of foolishness".split(" ")  # noqa: SIM905
 
 
 def sse(server, **fields: Any) -> list[dict[str, Any]]:
