@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from xml.parsers import expat
 
 from voxlane.text.say_as import INTERPRETERS
@@ -68,9 +68,9 @@ class SsmlUnit:
     """Speaking rate, a multiple of the request's (1.0 = as asked)."""
     phonemes: str | None = None
     """IPA to speak instead of ``text``; None: speak ``text``."""
-    written: str | None = None
+    written: str | None = field(default=None, compare=False)
     """The unit's text as the markup has it (``say-as`` and ``sub`` content, not what they say), for word
-    timings; None: the same as ``text``."""
+    timings; None: the same as ``text``. Not compared: two units that say the same are equal."""
 
 
 class SsmlError(ValueError):
