@@ -316,7 +316,7 @@ class SpeechRequest(BaseModel):
     """Resample the audio to this rate (Hz); left out, the voice's own rate."""
     instructions: str | None = None
     """Accepted for compatibility with OpenAI's gpt-4o-mini-tts; Piper voices ignore it."""
-    timestamps: list[str] | None = None
+    timestamps: list[Literal["word"]] | None = None
     """A voxlane extension: ``["word"]`` adds each word's start and end (seconds of the audio) to the
     ``stream_format=sse`` events; needs ``stream_format=sse``."""
 

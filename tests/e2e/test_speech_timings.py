@@ -85,7 +85,8 @@ def test_timestamps_other_than_word_or_without_sse_are_a_400_saying_what_to_send
     body = {"model": "tts-1", "voice": "joe", "input": "Hi.", "stream_format": "sse", "timestamps": ["segment"]}
     response = httpx.post(server.base_url + "/v1/audio/speech", json=body, timeout=60)
     assert response.status_code == 400
-    assert response.json()["error"]["param"] == "timestamps" and "['word']" in response.json()["error"]["message"]
+    error = response.json()["error"]
+    assert error["param"].startswith("timestamps") and "'word'" in error["message"], error
     response = httpx.post(
         server.base_url + "/v1/audio/speech", json=body | {"stream_format": "audio", "timestamps": ["word"]}, timeout=60
     )
