@@ -143,3 +143,21 @@ def test_ssml_sub_and_say_as_words_are_the_markup_text(config_path: str) -> None
     assert units[www.first[0]].text.split()[www.first[1] // 2] == "World"
     assert units[www.last[0]].text.split()[www.last[1] // 2].startswith("Web")
     assert plan[3].first[0] > www.last[0]  # after the break: a later unit
+
+
+def test_only_a_graph_with_one_ceil_tensor_is_patched_for_alignment(tmp_path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from voxlane.runners.piper import _with_alignment
+
+    model, aligned = _with_alignment(default_voice_paths()[0])
+    assert aligned and isinstance(model, bytes)
+    assert [o.name for o in onnx.load_from_string(model).graph.output][1:] == ["/Ceil_output_0"]
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "no-ceil", [x], [y])
+    path = tmp_path / "no-ceil.onnx"
+    onnx.save(helper.make_model(graph), path)
+    assert _with_alignment(str(path)) == (str(path), False)  # served as it is, without timings
