@@ -215,7 +215,8 @@ def spread_marks(tokens: Sequence[str], first_id: int, end_id: int) -> TokenMark
         start = first_id + round((end_id - first_id) * done / total)
         done += weight
         marks += [start, first_id + round((end_id - first_id) * done / total)]
-    return TokenMarks(marks, sum(1 for w in weights if w) if len([w for w in weights if w]) > 1 else 0)
+    words = sum(1 for w in weights if w)
+    return TokenMarks(marks, words if words > 1 else 0)
 
 
 @dataclass(frozen=True)
@@ -256,9 +257,7 @@ def plan_words(segments: Sequence[Segment], unit_texts: Sequence[str]) -> list[P
 
 
 def _plan_segment(written: list[str], spoken: list[tuple[int, int, str]]) -> list[PlannedWord]:
-    if not written:
-        return []
-    if not spoken:
+    if not written or not spoken:
         return []
     matcher = difflib.SequenceMatcher(None, [key(w) for w in written], [key(s[2]) for s in spoken], autojunk=False)
     groups: list[tuple[int, int, int, int]] = []
