@@ -466,6 +466,7 @@ class CaptionedSpeechRequest(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     model: str = "tts-1"
+    """A speech model's name, as for /v1/audio/speech; Kokoro's own ``kokoro`` speaks with ``piper`` too."""
     input: str = Field(examples=["Hello there."])
     voice: str = "joe"
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"

@@ -349,7 +349,7 @@ async def create_captioned_speech(body: CaptionedSpeechRequest, request: Request
     arrived_s = time.perf_counter()
     state = get_state(request)
     speech = SpeechRequest(
-        model=body.model,
+        model=SPEECH_MODEL if body.model == "kokoro" else body.model,  # Kokoro's clients name their model so
         input=body.input,
         voice=body.voice,
         response_format=body.response_format,
