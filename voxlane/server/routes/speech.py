@@ -372,7 +372,7 @@ async def create_captioned_speech(body: CaptionedSpeechRequest, request: Request
     except VoxlaneError:
         state.metrics.stream_errors.inc()
         raise
-    return JSONResponse(_captioned(job, bytes(audio), job.words).model_dump(exclude_none=True))
+    return JSONResponse(_captioned(job, bytes(audio), job.words).model_dump())
 
 
 def _captioned(job: _SpeechJob, audio: bytes, words: list[WordTime]) -> CaptionedSpeechResponse:
@@ -386,5 +386,5 @@ def _captioned(job: _SpeechJob, audio: bytes, words: list[WordTime]) -> Captione
 
 async def _captioned_lines(job: _SpeechJob) -> AsyncIterator[bytes]:
     async for data in _audio(job):
-        payload = _captioned(job, data, job.take_words()).model_dump(exclude_none=True)
+        payload = _captioned(job, data, job.take_words()).model_dump()
         yield (json.dumps(payload, separators=(",", ":")) + "\n").encode()
