@@ -108,6 +108,9 @@ class SpeechUnit(msgspec.Struct, tag="speech"):
     noise_scale: float
     noise_w_scale: float
     speaker_id: int | None = None
+    marks: list[int] = []
+    """Phoneme id indices whose start sample the engine reports back (``SpeechAudio.marks``): where each
+    word of the unit starts and ends; empty when the request asked for no timings."""
 
 
 class LoadModel(msgspec.Struct, tag="load"):
@@ -205,6 +208,9 @@ class SpeechAudio(msgspec.Struct, tag="audio"):
     index: int
     sample_rate: int
     error: str | None = None
+    marks: list[int] | None = None
+    """The sample offset in this unit's audio of each of ``SpeechUnit.marks``; None when the voice gives no
+    alignment."""
 
 
 class VoiceProbed(msgspec.Struct, tag="probed"):

@@ -316,6 +316,9 @@ class SpeechRequest(BaseModel):
     """Resample the audio to this rate (Hz); left out, the voice's own rate."""
     instructions: str | None = None
     """Accepted for compatibility with OpenAI's gpt-4o-mini-tts; Piper voices ignore it."""
+    timestamps: list[Literal["word"]] | None = None
+    """A voxlane extension: ``["word"]`` adds each word's start and end (seconds of the audio) to the
+    ``stream_format=sse`` events; needs ``stream_format=sse``."""
 
     @field_validator("voice", mode="before")
     @classmethod
@@ -423,11 +426,21 @@ class TranscriptTextDone(BaseModel):
     """Tokens; a diarized stream's, the audio's duration as its ``diarized_json`` response has it."""
 
 
+class SpeechWord(BaseModel):
+    """One word of the input and when it is heard: seconds from the start of the returned audio."""
+
+    word: str
+    start: float
+    end: float
+
+
 class SpeechAudioDelta(BaseModel):
     """A server-sent event of speech with ``stream_format=sse``: encoded audio, base64."""
 
     type: Literal["speech.audio.delta"] = "speech.audio.delta"
     audio: str
+    words: list[SpeechWord] | None = None
+    """With ``timestamps=["word"]``: the words whose audio ends in this chunk (absent otherwise)."""
 
 
 class SpeechUsage(BaseModel):
@@ -441,6 +454,41 @@ class SpeechAudioDone(BaseModel):
 
     type: Literal["speech.audio.done"] = "speech.audio.done"
     usage: SpeechUsage
+    words: list[SpeechWord] | None = None
+    """With ``timestamps=["word"]``: every word of the stream (absent otherwise; empty where the voice gives
+    no alignment)."""
+
+
+class CaptionedSpeechRequest(BaseModel):
+    """The JSON body of POST /dev/captioned_speech (Kokoro-FastAPI's route, for clients written against it);
+    fields it has that voxlane does not use (``lang_code``, ``volume_multiplier``, ...) are ignored."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    model: str = "tts-1"
+    """A speech model's name, as for /v1/audio/speech; Kokoro's own ``kokoro`` speaks with ``piper`` too."""
+    input: str = Field(examples=["Hello there."])
+    voice: str = "joe"
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    stream: bool = True
+    """True: newline-delimited JSON, one ``CaptionedSpeechResponse`` per audio chunk with the words it ends;
+    False: one ``CaptionedSpeechResponse`` with all the audio and every word."""
+    return_timestamps: bool = True
+
+
+class WordTimestamp(BaseModel):
+    word: str
+    start_time: float
+    end_time: float
+
+
+class CaptionedSpeechResponse(BaseModel):
+    audio: str
+    """The audio (a chunk of it, when streamed), base64."""
+    audio_format: str
+    """The audio's media type (``audio/mpeg``, ...)."""
+    timestamps: list[WordTimestamp] | None = None
 
 
 _ERRORS = {

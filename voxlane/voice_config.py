@@ -21,6 +21,8 @@ class VoiceConfig:
     noise_scale: float
     noise_w_scale: float
     num_speakers: int
+    hop_length: int = 256
+    """Audio samples per frame of the model's phoneme durations (Piper's VITS voices: 256)."""
 
     @classmethod
     def from_config(cls, config: dict) -> VoiceConfig:
@@ -34,6 +36,7 @@ class VoiceConfig:
             noise_scale=float(inference.get("noise_scale", 0.667)),
             noise_w_scale=float(inference.get("noise_w", 0.8)),
             num_speakers=int(config.get("num_speakers", 1)),
+            hop_length=int(config.get("audio", {}).get("hop_length", config.get("hop_length", 256))),
         )
 
 

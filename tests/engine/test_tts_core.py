@@ -22,13 +22,13 @@ class FakeSpeech:
         self.calls: list[tuple[str, int]] = []
         self.lock = threading.Lock()
 
-    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
+    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int, list[int] | None]:
         with self.lock:
             self.calls.append((unit.request_id, unit.index))
         time.sleep(self.delay_s)
         if unit.phoneme_ids == [666]:
             raise ValueError("bad unit")
-        return np.zeros(1000, dtype=np.int16), 1000
+        return np.zeros(1000, dtype=np.int16), 1000, None
 
 
 def unit(rid: str, index: int, last: bool, ids: list[int] | None = None) -> SpeechUnit:
@@ -115,7 +115,7 @@ class SharedActivity:
         shared = self
 
         class Slot:
-            def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
+            def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int, list[int] | None]:
                 key = (unit.request_id, unit.index)
                 with shared.lock:
                     if any(rid == unit.request_id for rid, _ in shared.active):
@@ -126,7 +126,7 @@ class SharedActivity:
                 time.sleep(delay_s)
                 with shared.lock:
                     shared.active.discard(key)
-                return np.zeros(1000, dtype=np.int16), 1000
+                return np.zeros(1000, dtype=np.int16), 1000, None
 
         return Slot()
 

@@ -55,7 +55,7 @@ def joins() -> dict[str, list[tuple[float, float, str]]]:
                 "joins", i, i == len(units) - 1, model, config, ids,
                 voice_config.length_scale, 0.0, 0.0, None,
             )  # fmt: skip
-            pcms.append(piper.run_voice(voice, unit))
+            pcms.append(piper.run_voice(voice, unit)[0])
         stream = np.concatenate(pcms).astype(np.float64)
         typical_step = float(np.percentile(np.abs(np.diff(stream)), 99.9))
         at = np.cumsum([len(p) for p in pcms])[:-1]

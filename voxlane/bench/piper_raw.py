@@ -119,7 +119,7 @@ def synthesise_all(units: list[Any], layout: PiperLayout) -> PiperRun:
                 unit = work.get_nowait()
             except queue.Empty:
                 return
-            samples[slot] += len(run_voice(voices[slot], unit))
+            samples[slot] += len(run_voice(voices[slot], unit)[0])
 
     threads = [threading.Thread(target=drain, args=(slot,)) for slot in range(layout.sessions)]
     start = time.perf_counter()

@@ -143,8 +143,8 @@ class TtsCore:
 
     def _execute(self, runner: SpeechRunner, unit: SpeechUnit) -> SpeechChunk:
         try:
-            pcm, rate = runner.synthesize(unit)
-            return SpeechChunk(SpeechAudio(unit.request_id, unit.index, rate), pcm)
+            pcm, rate, marks = runner.synthesize(unit)
+            return SpeechChunk(SpeechAudio(unit.request_id, unit.index, rate, marks=marks), pcm)
         except Exception as exc:
             log.exception("speech unit %d of %s failed", unit.index, unit.request_id)
             reason = str(exc) if isinstance(exc, (OSError, ValueError)) else "the voice failed on this text"

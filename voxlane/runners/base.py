@@ -149,6 +149,7 @@ class Runner(Protocol):
 
 
 class SpeechRunner(Protocol):
-    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
-        """The unit's audio as mono int16 and its sample rate. Raises on failure (the unit fails alone)."""
+    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int, list[int] | None]:
+        """The unit's audio as mono int16, its sample rate, and the sample offset of each of ``unit.marks``
+        (None when the voice gives no alignment). Raises on failure (the unit fails alone)."""
         ...

@@ -6,6 +6,11 @@ A ``PiperRunner`` is used by one of the engine's speech threads at a time (each 
 its own sessions): no locks. ``probe_voice`` (the engine's
 probe thread, checking uploads) loads its own session and shares nothing with it.
 
+Word timings: at load the voice's graph is patched in memory (``onnx``; no file changes) so that its ``Ceil``
+tensor, the number of audio frames each phoneme id lasts, is an output too: the same run gives it, so it is
+fetched for every unit. Frames times the hop length (256 for Piper's VITS voices) are samples, and they sum to
+the audio's length exactly. A voice whose graph has no single ``Ceil`` speaks without timings.
+
 Batching: several units through one ``session.run`` (padded to the longest, trimmed by length) was
 measured slower or no faster than one unit at a time on this CPU (docs/tts.md), so the runner
 synthesises one unit per call.
@@ -37,6 +42,8 @@ class LoadedVoice:
     session: onnxruntime.InferenceSession
     sample_rate: int
     num_speakers: int
+    hop_length: int | None = None
+    """Samples per alignment frame; None: the voice gives no alignment (no single Ceil tensor)."""
     reference_peak: float = 0.0
     """Peak of a whole sentence in this voice (learnt at load). Each unit is scaled so that this peak is
     full scale, or less where the unit's own peak is higher: Piper's per-sentence peak normalisation, but
@@ -56,15 +63,36 @@ def session_options(threads: int) -> onnxruntime.SessionOptions:
 def load_voice(model_path: str, config_path: str, threads: int) -> LoadedVoice:
     """Load one Piper voice. Raises ValueError saying what is wrong with a voice that cannot serve."""
     config = load_voice_config(config_path)
+    model, aligned = _with_alignment(model_path)
     session = onnxruntime.InferenceSession(
-        model_path, sess_options=session_options(threads), providers=["CPUExecutionProvider"]
+        model, sess_options=session_options(threads), providers=["CPUExecutionProvider"]
     )
     inputs = {i.name for i in session.get_inputs()}
     if not {"input", "input_lengths", "scales"} <= inputs:
         raise ValueError(f"the model's inputs are {sorted(inputs)}, not a Piper voice's (input, input_lengths, scales)")
-    voice = LoadedVoice(session, config.sample_rate, config.num_speakers)
-    voice.reference_peak = _peak(_raw_audio(voice, _calibration_unit(config)))
+    voice = LoadedVoice(session, config.sample_rate, config.num_speakers, config.hop_length if aligned else None)
+    voice.reference_peak = _peak(_raw_audio(voice, _calibration_unit(config))[0])
     return voice
+
+
+def _with_alignment(model_path: str) -> tuple[str | bytes, bool]:
+    """The model with its phoneme-duration tensor (the single ``Ceil`` output) marked as a graph output, as
+    bytes for onnxruntime, and True; the path unchanged and False where the graph has no single Ceil."""
+    import onnx
+
+    try:
+        model = onnx.load(model_path)
+    except Exception as exc:  # onnxruntime gives the clearer message for a file that is no model
+        log.info("voice %s: no alignment (%s)", model_path, exc)
+        return model_path, False
+    ceils = {name for node in model.graph.node if node.op_type == "Ceil" for name in node.output}
+    if len(ceils) != 1:
+        log.info("voice %s has %d Ceil tensors, not one: it speaks without word timings", model_path, len(ceils))
+        return model_path, False
+    name = ceils.pop()
+    if not any(output.name == name for output in model.graph.output):
+        model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    return model.SerializeToString(), True
 
 
 class BadVoice(ValueError):
@@ -129,17 +157,26 @@ def _peak(audio: np.ndarray) -> float:
     return float(np.max(np.abs(audio))) if audio.size else 0.0
 
 
-def run_voice(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:
+def run_voice(voice: LoadedVoice, unit: SpeechUnit) -> tuple[np.ndarray, list[int] | None]:
     """The unit's audio as int16: scaled so that the voice's reference peak is full scale (Piper scales
-    each sentence to its own peak), or to the unit's own peak where that is higher."""
-    audio = _raw_audio(voice, unit)
+    each sentence to its own peak), or to the unit's own peak where that is higher; and the sample offset
+    of each of ``unit.marks`` (phoneme id indices), None when the voice gives no alignment."""
+    audio, samples_per_id = _raw_audio(voice, unit)
+    marks = None if samples_per_id is None else mark_samples(samples_per_id, unit.marks)
     peak = max(_peak(audio), voice.reference_peak)
     if peak < 1e-8:
-        return np.zeros(audio.size, dtype=np.int16)
-    return np.clip(audio / peak * _MAX_WAV_VALUE, -_MAX_WAV_VALUE, _MAX_WAV_VALUE).astype(np.int16)
+        return np.zeros(audio.size, dtype=np.int16), marks
+    return np.clip(audio / peak * _MAX_WAV_VALUE, -_MAX_WAV_VALUE, _MAX_WAV_VALUE).astype(np.int16), marks
 
 
-def _raw_audio(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:
+def mark_samples(samples_per_id: np.ndarray, marks: list[int]) -> list[int]:
+    """The sample offset where each phoneme id index in ``marks`` starts (an index past the last id: the end)."""
+    starts = np.concatenate([[0], np.cumsum(samples_per_id)])
+    top = len(starts) - 1
+    return [int(starts[min(max(m, 0), top)]) for m in marks]
+
+
+def _raw_audio(voice: LoadedVoice, unit: SpeechUnit) -> tuple[np.ndarray, np.ndarray | None]:
     ids = np.asarray(unit.phoneme_ids, dtype=np.int64).reshape(1, -1)
     args = {
         "input": ids,
@@ -148,7 +185,14 @@ def _raw_audio(voice: LoadedVoice, unit: SpeechUnit) -> np.ndarray:
     }
     if voice.num_speakers > 1:
         args["sid"] = np.array([unit.speaker_id or 0], dtype=np.int64)
-    return np.asarray(voice.session.run(None, args)[0]).squeeze()
+    outputs = voice.session.run(None, args)
+    audio = np.asarray(outputs[0]).reshape(-1)
+    if voice.hop_length is None or len(outputs) < 2:
+        return audio, None
+    samples_per_id = np.asarray(outputs[1]).reshape(-1).astype(np.int64) * voice.hop_length
+    if int(samples_per_id.sum()) != audio.size:  # a graph whose Ceil is not the durations: no timings
+        return audio, None
+    return audio, samples_per_id
 
 
 class PiperRunner:
@@ -169,6 +213,7 @@ class PiperRunner:
         self._voices.move_to_end(key)
         return voice
 
-    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int]:
+    def synthesize(self, unit: SpeechUnit) -> tuple[np.ndarray, int, list[int] | None]:
         voice = self.voice(unit.model_path, unit.config_path)
-        return run_voice(voice, unit), voice.sample_rate
+        pcm, marks = run_voice(voice, unit)
+        return pcm, voice.sample_rate, marks

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from xml.parsers import expat
 
 from voxlane.text.say_as import INTERPRETERS
@@ -68,6 +68,9 @@ class SsmlUnit:
     """Speaking rate, a multiple of the request's (1.0 = as asked)."""
     phonemes: str | None = None
     """IPA to speak instead of ``text``; None: speak ``text``."""
+    written: str | None = field(default=None, compare=False)
+    """The unit's text as the markup has it (``say-as`` and ``sub`` content, not what they say), for word
+    timings; None: the same as ``text``. Not compared: two units that say the same are equal."""
 
 
 class SsmlError(ValueError):
@@ -98,6 +101,7 @@ class _Reader:
     def __init__(self) -> None:
         self.units: list[SsmlUnit] = []
         self.text: list[str] = []
+        self.written: list[str] = []
         self.stack: list[_Frame] = []
         self.parser = expat.ParserCreate()
         self.parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
@@ -138,9 +142,10 @@ class _Reader:
     def _flush(self, pause_s: float) -> None:
         """End the current unit here, with ``pause_s`` of silence after it."""
         text = " ".join("".join(self.text).split())
-        self.text = []
+        written = " ".join("".join(self.written).split())
+        self.text, self.written = [], []
         if text:
-            self.units.append(SsmlUnit(text, pause_s, self.rate))
+            self.units.append(SsmlUnit(text, pause_s, self.rate, written=written if written != text else None))
         elif pause_s and self.units:
             last = self.units[-1]
             self.units[-1] = replace(last, pause_after_s=last.pause_after_s + pause_s)
@@ -194,8 +199,10 @@ class _Reader:
             except ValueError as exc:
                 raise self._error(f"say-as interpret-as='{frame.attrs['interpret-as']}': {exc}", frame.where) from None
             self.text.append(words)
+            self.written.append(content)
         elif tag == "sub":
             self.text.append(frame.attrs["alias"])
+            self.written.append(content)
         elif tag == "phoneme":
             self.units.append(SsmlUnit(" ".join(content.split()), 0.0, frame.rate, frame.attrs["ph"]))
         if tag in ("p", "s") or (tag == "prosody" and len(self.stack) > 1 and frame.rate != self.stack[-2].rate):
@@ -207,6 +214,7 @@ class _Reader:
             self.stack[-1].captured.append(data)
         else:
             self.text.append(data)
+            self.written.append(data)
 
 
 def _names(names: Iterable[str]) -> str:

@@ -3,8 +3,10 @@
 Path of a request: validate and resolve the voice (event loop, cheap; a lease on the voice version) ->
 read SSML if it is some, split into units and phonemise the first (text pool) -> send to the engine,
 phonemising the rest in the background -> each unit's PCM, and the silence SSML asks for after it, is encoded
-(encode pool) and streamed. The response starts only once the first audio is encoded, so every error before
-that is a real 4xx/5xx; an error after it ends the stream, is logged and counted
+(encode pool) and streamed. With ``timestamps=["word"]`` (SSE only) the text pool also ties the input's
+words to marks in each unit's phoneme ids (text/timings.py), the engine returns the marks' sample offsets,
+and each event carries the words its audio completes. The response starts only once the first audio is
+encoded, so every error before that is a real 4xx/5xx; an error after it ends the stream, is logged and counted
 (``voxlane_stream_errors_total``). A client that goes away aborts its units in the engine and releases the
 voice.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import time
 import uuid
@@ -23,7 +26,7 @@ from typing import Any
 import anyio
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from voxlane.audio.encode import MEDIA_TYPES, close_stream, encode_stream, finish_stream, open_stream
 from voxlane.config import SPEECH_MODEL
@@ -32,17 +35,22 @@ from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
 from voxlane.messages import SpeechUnit
 from voxlane.models import ModelNotPresent, resolve_voice, voice_repo_path
 from voxlane.protocol import (
+    CaptionedSpeechRequest,
+    CaptionedSpeechResponse,
     SpeechAudioDelta,
     SpeechAudioDone,
     SpeechRequest,
     SpeechUsage,
+    SpeechWord,
+    WordTimestamp,
     error_responses,
     sse_content,
 )
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
-from voxlane.text.phonemes import pause_ids, prepare, unit_ids
+from voxlane.text.phonemes import pause_ids, prepare, prepare_timed, unit_ids, unit_ids_marked
 from voxlane.text.ssml import SsmlError, SsmlUnit
+from voxlane.text.timings import PlannedWord, WordTime, unit_marks_s, word_times
 from voxlane.voice_config import VoiceConfig
 from voxlane.voices import Voice, remove_dir
 
@@ -115,10 +123,17 @@ def _validate(body: SpeechRequest, state: AppState) -> None:
             param="input",
             code="input_too_long",
         )
+    if body.timestamps and body.stream_format != "sse":
+        raise InvalidRequest(
+            "word timestamps come in server-sent events: send stream_format='sse' with timestamps=['word'] "
+            "(or use POST /dev/captioned_speech for JSON)",
+            param="timestamps",
+        )
 
 
 class _SpeechJob:
-    """One speech request: its voice lease, its engine stream, its encoder and its feeder task."""
+    """One speech request: its voice lease, its engine stream, its encoder and its feeder task; with word
+    timings, the plan of its words and the words heard so far."""
 
     def __init__(self, state: AppState, body: SpeechRequest, voice: Voice) -> None:
         self.state = state
@@ -132,6 +147,14 @@ class _SpeechJob:
         self._chunks: AsyncIterator[SpeechResult] | None = None
         self.audio_s = 0.0
         self.units: list[SsmlUnit] = []
+        self.timed = bool(body.timestamps)
+        self.plan: list[PlannedWord] = []
+        self._marks_s: dict[int, list[float]] = {}
+        self.aligned = True
+        """False once a unit comes back without marks (a voice with no alignment): no words at all."""
+        self.words: list[WordTime] = []
+        """Every word heard so far, in order."""
+        self._words_taken = 0
 
     async def start(self, arrived_s: float) -> None:
         """Everything up to the first encoded audio (``arrived_s``: when the request arrived, perf_counter).
@@ -149,10 +172,20 @@ class _SpeechJob:
         registry.acquire(self.voice)
         self.stack.push_async_callback(self._release_voice)
         executors = self.state.executors
+        first_marks: list[int] = []
         try:
-            voice_text, units, first_ids = await executors.run(
-                "text", prepare, self.body.input, self.voice.config_path, self.state.config.speech_clause_chars
-            )
+            if self.timed:
+                voice_text, units, first_ids, first_marks, self.plan = await executors.run(
+                    "text",
+                    prepare_timed,
+                    self.body.input,
+                    self.voice.config_path,
+                    self.state.config.speech_clause_chars,
+                )
+            else:
+                voice_text, units, first_ids = await executors.run(
+                    "text", prepare, self.body.input, self.voice.config_path, self.state.config.speech_clause_chars
+                )
         except SsmlError as exc:
             raise InvalidRequest(str(exc), param="input", code="invalid_ssml") from None
         except (ValueError, OSError) as exc:
@@ -171,14 +204,16 @@ class _SpeechJob:
             self.state.engine.speech(self.request_id, [len(u.text) for u in units])
         )
         self.units = units
-        await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text))
+        await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text, first_marks))
         if len(units) > 1:
             feeder = asyncio.create_task(self._feed(units, voice_text), name=f"voxlane-speech-{self.request_id[:8]}")
             self.stack.push_async_callback(_cancel, feeder)
         self._chunks = self.stream.results(self.state.config.request_timeout_s)
         self.first = await self._next_encoded()  # errors before the first byte become real responses
 
-    def _unit(self, index: int, last: bool, ids: list[int], voice_text: VoiceConfig) -> SpeechUnit:
+    def _unit(
+        self, index: int, last: bool, ids: list[int], voice_text: VoiceConfig, marks: list[int] | None = None
+    ) -> SpeechUnit:
         return SpeechUnit(
             request_id=self.request_id,
             index=index,
@@ -190,16 +225,22 @@ class _SpeechJob:
             noise_scale=voice_text.noise_scale,
             noise_w_scale=voice_text.noise_w_scale,
             speaker_id=0 if voice_text.num_speakers > 1 else None,
+            marks=marks or [],
         )
 
     async def _feed(self, units: list[SsmlUnit], voice_text: VoiceConfig) -> None:
         assert self.stream is not None
         try:
             for index in range(1, len(units)):
-                ids = await self.state.executors.run("text", unit_ids, units[index], voice_text)
+                marks: list[int] = []
+                if self.timed:
+                    ids, token_marks = await self.state.executors.run("text", unit_ids_marked, units[index], voice_text)
+                    marks = token_marks.marks
+                else:
+                    ids = await self.state.executors.run("text", unit_ids, units[index], voice_text)
                 if not ids:  # nothing speakable (punctuation only): a pause-sized unit keeps the indices whole
                     ids = await self.state.executors.run("text", pause_ids, voice_text)
-                await self.state.engine.send(self._unit(index, index == len(units) - 1, ids, voice_text))
+                await self.state.engine.send(self._unit(index, index == len(units) - 1, ids, voice_text, marks))
         except VoxlaneError as exc:
             self.stream.fail(exc)
         except Exception:
@@ -212,6 +253,8 @@ class _SpeechJob:
         async for msg, pcm in self._chunks:
             if msg.error:
                 raise VoxlaneError(f"speech synthesis failed on unit {msg.index}: {msg.error}")
+            if self.timed:
+                self._heard(msg.index, msg.marks, msg.sample_rate)
             pause_s = self.units[msg.index].pause_after_s if msg.index < len(self.units) else 0.0
             if pause_s > 0:  # SSML's breaks and paragraphs: silence after the unit, at the voice's rate
                 pcm = np.concatenate([pcm, np.zeros(round(pause_s * msg.sample_rate), dtype=pcm.dtype)])
@@ -220,6 +263,21 @@ class _SpeechJob:
             if data:
                 return data
         return await self.state.executors.run_encode(self.request_id, finish_stream)
+
+    def _heard(self, index: int, marks: list[int] | None, sample_rate: int) -> None:
+        """Unit ``index`` starts ``audio_s`` into the stream: its marks in seconds, and the words now complete."""
+        if marks is None:
+            self.aligned = False
+        if not self.aligned:
+            return
+        self._marks_s[index] = unit_marks_s(self.audio_s, marks or [], sample_rate)
+        self.words += word_times(self.plan, len(self.words), self._marks_s)
+
+    def take_words(self) -> list[WordTime]:
+        """The words heard since the last call."""
+        words = self.words[self._words_taken :]
+        self._words_taken = len(self.words)
+        return words
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
@@ -269,8 +327,64 @@ async def _audio(job: _SpeechJob) -> AsyncIterator[bytes]:
         raise  # the connection is cut, so the client sees a truncated body, not a complete one
 
 
+def _speech_words(words: list[WordTime]) -> list[SpeechWord]:
+    return [SpeechWord(word=w.word, start=w.start_s, end=w.end_s) for w in words]
+
+
 async def _sse_audio(job: _SpeechJob) -> AsyncGenerator[dict[str, Any], None]:
     async for data in job.chunks():
-        yield SpeechAudioDelta(audio=base64.b64encode(data).decode("ascii")).model_dump()
+        words = _speech_words(job.take_words()) if job.timed else None
+        yield SpeechAudioDelta(audio=base64.b64encode(data).decode("ascii"), words=words).model_dump(exclude_none=True)
     usage = SpeechUsage(input_tokens=len(job.body.input), output_tokens=0, total_tokens=len(job.body.input))
-    yield SpeechAudioDone(usage=usage).model_dump()
+    words = _speech_words(job.words) if job.timed else None
+    yield SpeechAudioDone(usage=usage, words=words).model_dump(exclude_none=True)
+
+
+@router.post("/dev/captioned_speech", include_in_schema=False)
+async def create_captioned_speech(body: CaptionedSpeechRequest, request: Request) -> Response:
+    """Kokoro-FastAPI's captioned speech, for clients written against it: audio with each word's
+    ``start_time`` and ``end_time`` (seconds), as ``/v1/audio/speech`` with ``timestamps=["word"]`` has them.
+    Left out of the OpenAPI schema: its streamed form is JSON lines under ``application/json``, as Kokoro
+    sends it, which no OpenAPI response schema describes."""
+    arrived_s = time.perf_counter()
+    state = get_state(request)
+    speech = SpeechRequest(
+        model=SPEECH_MODEL if body.model == "kokoro" else body.model,  # Kokoro's clients name their model so
+        input=body.input,
+        voice=body.voice,
+        response_format=body.response_format,
+        speed=body.speed,
+        stream_format="sse",
+        timestamps=["word"] if body.return_timestamps else None,
+    )
+    _validate(speech, state)
+    voice = await _voice(state, speech.voice)
+    state.engine.check_alive()
+    state.engine.check_speech(len(speech.input))
+    job = _SpeechJob(state, speech, voice)
+    await job.start(arrived_s)
+    if body.stream:
+        return StreamingResponse(_captioned_lines(job), media_type="application/json")
+    audio = bytearray()
+    try:
+        async for data in job.chunks():
+            audio += data
+    except VoxlaneError:
+        state.metrics.stream_errors.inc()
+        raise
+    return JSONResponse(_captioned(job, bytes(audio), job.words).model_dump())
+
+
+def _captioned(job: _SpeechJob, audio: bytes, words: list[WordTime]) -> CaptionedSpeechResponse:
+    timestamps = [WordTimestamp(word=w.word, start_time=w.start_s, end_time=w.end_s) for w in words]
+    return CaptionedSpeechResponse(
+        audio=base64.b64encode(audio).decode("ascii"),
+        audio_format=job.media_type,
+        timestamps=timestamps if job.timed else None,
+    )
+
+
+async def _captioned_lines(job: _SpeechJob) -> AsyncIterator[bytes]:
+    async for data in _audio(job):
+        payload = _captioned(job, data, job.take_words()).model_dump()
+        yield (json.dumps(payload, separators=(",", ":")) + "\n").encode()
