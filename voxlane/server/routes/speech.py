@@ -21,11 +21,11 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from voxlane.audio.encode import MEDIA_TYPES, close_stream, encode_stream, finish_stream, open_stream
+from voxlane.audio.gaps import BreakGaps
 from voxlane.config import SPEECH_MODEL
 from voxlane.engine.client import ResultStream, SpeechResult
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
@@ -132,6 +132,7 @@ class _SpeechJob:
         self._chunks: AsyncIterator[SpeechResult] | None = None
         self.audio_s = 0.0
         self.units: list[SsmlUnit] = []
+        self.gaps = BreakGaps(0)
 
     async def start(self, arrived_s: float) -> None:
         """Everything up to the first encoded audio (``arrived_s``: when the request arrived, perf_counter).
@@ -171,6 +172,7 @@ class _SpeechJob:
             self.state.engine.speech(self.request_id, [len(u.text) for u in units])
         )
         self.units = units
+        self.gaps = BreakGaps(voice_text.sample_rate)
         await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text))
         if len(units) > 1:
             feeder = asyncio.create_task(self._feed(units, voice_text), name=f"voxlane-speech-{self.request_id[:8]}")
@@ -213,13 +215,16 @@ class _SpeechJob:
             if msg.error:
                 raise VoxlaneError(f"speech synthesis failed on unit {msg.index}: {msg.error}")
             pause_s = self.units[msg.index].pause_after_s if msg.index < len(self.units) else 0.0
-            if pause_s > 0:  # SSML's breaks and paragraphs: silence after the unit, at the voice's rate
-                pcm = np.concatenate([pcm, np.zeros(round(pause_s * msg.sample_rate), dtype=pcm.dtype)])
+            pcm = self.gaps.feed(pcm, pause_s)  # SSML's breaks and paragraphs (audio/gaps.py)
             self.audio_s += len(pcm) / msg.sample_rate
             data = await self.state.executors.run_encode(self.request_id, encode_stream, pcm)
             if data:
                 return data
-        return await self.state.executors.run_encode(self.request_id, finish_stream)
+        tail, data = self.gaps.finish(), b""
+        if len(tail):  # a break after the last unit
+            self.audio_s += len(tail) / self.gaps.sample_rate
+            data = await self.state.executors.run_encode(self.request_id, encode_stream, tail)
+        return data + await self.state.executors.run_encode(self.request_id, finish_stream)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
