@@ -10,8 +10,9 @@ shorter than a plain sentence boundary. A break after the last unit is quiet of 
 the last sound.
 
 Quiet is measured by 10 ms frames from each edge inwards, up to ``SCAN_S`` of them: a frame whose RMS is
-below ``QUIET_RMS`` of full scale (-40 dBFS) is quiet. The scan is a few hundred frames of numpy (tens of
-microseconds for a unit), cheaper than the copy of the unit the encoder's pool receives.
+below ``QUIET_RMS`` of full scale (-40 dBFS) is quiet. The scan goes 16 frames at a time and stops at the
+first loud frame, so it reads a few thousand samples of a unit: 0.35-0.45 ms for a unit's tail on the two
+cores under a load of 11, about a tenth of a unit's encoding, so it runs on the event loop.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ QUIET_RMS = 0.01
 FRAME_S = 0.01
 SCAN_S = 2.0
 """How far into a unit from each edge quiet is looked for; a longer stretch counts as this long."""
+_STEP_FRAMES = 16
 FADE_S = 0.005
 """Fade at a cut made inside a unit's quiet edge, so the cut does not click."""
 
@@ -44,16 +46,16 @@ def quiet_tail(pcm: np.ndarray, sample_rate: int) -> int:
 def _quiet_run(pcm: np.ndarray, sample_rate: int, from_end: bool) -> int:
     frame = max(1, round(FRAME_S * sample_rate))
     frames = min(len(pcm) // frame, round(SCAN_S / FRAME_S))
-    if frames == 0:
-        return len(pcm)
-    edge = pcm[len(pcm) - frames * frame :] if from_end else pcm[: frames * frame]
-    blocks = edge.astype(np.float32).reshape(frames, frame)
-    if from_end:
-        blocks = blocks[::-1]
-    loud = np.sqrt(np.mean(blocks * blocks, axis=1)) >= QUIET_RMS * _full_scale(pcm)
-    if not loud.any():
-        return len(pcm) if frames * frame >= len(pcm) - frame else frames * frame
-    return int(np.argmax(loud)) * frame
+    threshold = QUIET_RMS * _full_scale(pcm)
+    for first in range(0, frames, _STEP_FRAMES):  # a step at a time from the edge: the quiet is usually short
+        count = min(_STEP_FRAMES, frames - first)
+        start, stop = first * frame, (first + count) * frame
+        edge = pcm[len(pcm) - stop : len(pcm) - start][::-1] if from_end else pcm[start:stop]
+        blocks = edge.astype(np.float32).reshape(count, frame)
+        loud = np.sqrt(np.mean(blocks * blocks, axis=1)) >= threshold
+        if loud.any():
+            return start + int(np.argmax(loud)) * frame
+    return len(pcm) if frames * frame >= len(pcm) - frame else frames * frame
 
 
 def _fade(pcm: np.ndarray, sample_rate: int, out: bool) -> np.ndarray:
