@@ -12,7 +12,7 @@ the last sound.
 Quiet is measured by 10 ms frames from each edge inwards, up to ``SCAN_S`` of them: a frame whose RMS is
 below ``QUIET_RMS`` of full scale (-40 dBFS) is quiet. The scan goes 16 frames at a time and stops at the
 first loud frame, so it reads a few thousand samples of a unit: 0.35-0.45 ms for a unit's tail on the two
-cores under a load of 11, about a tenth of a unit's encoding, so it runs on the event loop.
+cores under a load of 11, so it runs on the event loop (as the zeros added after a unit did).
 """
 
 from __future__ import annotations
