@@ -39,7 +39,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from voxlane.bench import wer
 from voxlane.bench.server import running_server
-from voxlane.text.numbers import LARGEST, cardinal, ordinal
+from voxlane.text.numbers import LARGEST, cardinal, digits, ordinal, year
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS_PROMPT = (
@@ -60,17 +60,62 @@ class Speaker:
     voice: str
 
 
-def _number_words(m: re.Match[str]) -> str:
-    n = int(m[1].replace(",", ""))
-    if n > LARGEST:
-        return m[0]
-    return f" {ordinal(n) if m[2] else cardinal(n)} "
+_WRITTEN = {
+    "dr": ("doctor",),
+    "mr": ("mister",),
+    "mrs": ("missus",),
+    "ms": ("miz",),
+    "prof": ("professor",),
+    "st": ("saint", "street"),
+    "etc": ("et cetera",),
+    "vs": ("versus",),
+    "www": ("w w w",),
+    "am": ("am", "a m"),
+    "pm": ("p m",),
+}
+"""How Whisper writes words it heard (abbreviations, "www"), and the words each may stand for."""
+_SYMBOLS = {".": " dot ", "@": " at ", "/": " slash "}
 
 
 def words_normaliser(text: str) -> str:
-    """Case and punctuation only, after writing each digit run as its plain cardinal (or ordinal, "15th")
-    words: Whisper still writes digits where it heard nothing but a number, and those count as read plainly."""
-    return wer.basic_normaliser(re.sub(r"(\d[\d,]*)(st|nd|rd|th)?\b", _number_words, text))
+    """Case and punctuation only (a hyphen is a space)."""
+    return wer.basic_normaliser(text)
+
+
+def _plural(words: str) -> str:
+    return words[:-1] + "ies" if words.endswith("y") else words + "s"
+
+
+def _number_readings(m: re.Match[str]) -> list[str]:
+    """The ways a number Whisper wrote as digits may have been said, the plain cardinal first."""
+    whole, fraction, suffix = m[1].replace(",", ""), m[2], m[3]
+    if len(whole) > len(str(LARGEST)):
+        return [digits(whole)]
+    n = int(whole)
+    if suffix == "s":  # a decade, "1980s"
+        return [_plural(year(n)), _plural(cardinal(n))]
+    if suffix:
+        return [ordinal(n)]
+    if fraction:  # "3.14", or Whisper's "9.30" for a time
+        return [f"{cardinal(n)} point {digits(fraction)}", f"{cardinal(n)} {cardinal(int(fraction))}"]
+    return [cardinal(n), year(n), ordinal(n), digits(whole)]
+
+
+def heard_as_said(hypothesis: str, reference: str) -> str:
+    """``hypothesis`` with what Whisper writes in symbols, abbreviations and digits put back into words, each
+    as the reference says it when one of its readings does ("1999" is "nineteen ninety-nine" against a
+    reference that says so, "one thousand nine hundred ninety-nine" against one that says that) and its plain
+    reading otherwise: the digits do not show which reading was heard, so none counts against the speaker."""
+    said = f" {words_normaliser(reference)} "
+
+    def choose(readings: list[str]) -> str:
+        return next((r for r in readings if f" {words_normaliser(r)} " in said), readings[0])
+
+    text = re.sub(r"(?<=[A-Za-z]{2})([.@/])(?=[A-Za-z]{2})", lambda m: _SYMBOLS[m[1]], hypothesis)
+    text = re.sub(r"(\d)(?!(?:st|nd|rd|th|s)\b)(?=[A-Za-z])", r"\1 ", text)  # "9.30am", "5km"
+    text = re.sub(r"(\d[\d,]*)(?:\.(\d+))?(st|nd|rd|th|s)?\b", lambda m: f" {choose(_number_readings(m))} ", text)
+    words = words_normaliser(text).split()
+    return " ".join(choose(list(_WRITTEN[w])) if w in _WRITTEN else w for w in words)
 
 
 def load(path: Path) -> list[dict[str, str]]:
@@ -104,6 +149,10 @@ def speak_and_hear(speaker: Speaker, ear_url: str, texts: list[str], concurrency
         return list(pool.map(lambda text: _round_trip(speaker, ear_url, text), texts))
 
 
+def _as_scored(ear: str, heard: str, spoken: str) -> str:
+    return heard_as_said(heard, spoken) if ear == "words" else heard
+
+
 def score(label: str, rows: list[dict[str, str]], passes: list[list[dict[str, str]]]) -> dict[str, Any]:
     """Scores summed over the passes (the voice samples its noise afresh each time, so one pass moves the
     WER by a point or two), per ear, overall and by kind."""
@@ -112,7 +161,7 @@ def score(label: str, rows: list[dict[str, str]], passes: list[list[dict[str, st
     for ear, normalise in normalisers.items():
         total, by_kind, heard = wer.Score(), dict[str, wer.Score](), []
         for i, row in enumerate(rows):
-            scores = [wer.score(row["spoken"], p[i][ear], normalise) for p in passes]
+            scores = [wer.score(row["spoken"], _as_scored(ear, p[i][ear], row["spoken"]), normalise) for p in passes]
             for s in scores:
                 total += s
                 by_kind.setdefault(row.get("kind", "-"), wer.Score()).__iadd__(s)
@@ -173,10 +222,30 @@ def main() -> None:
     parser.add_argument("--compare-code", type=Path, help="also run a server of the code in this directory")
     parser.add_argument("--worst", type=int, default=5, help="print this many worst sentences per speaker and ear")
     parser.add_argument("--json", type=Path, help="write the results here too")
+    parser.add_argument("--rescore", type=Path, help="score the transcripts of a --json file again, speaking nothing")
     args = parser.parse_args()
     rows = load(args.data)[: args.limit or None]
+    if args.rescore:
+        results = [score(r["label"], rows, saved_passes(r)) for r in json.loads(args.rescore.read_text())]
+        args.repeats = results[0]["repeats"]
+    else:
+        results = measure(args, rows)
+    report(results, rows, args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def saved_passes(result: dict[str, Any]) -> list[list[dict[str, str]]]:
+    """The transcripts of a result written by ``--json``, as ``speak_and_hear`` returned them."""
+    ears = result["ears"]
+    return [
+        [{ear: ears[ear]["heard"][i]["heard"][p] for ear in EARS} for i in range(result["sentences"])]
+        for p in range(result["repeats"])
+    ]
+
+
+def measure(args: argparse.Namespace, rows: list[dict[str, str]]) -> list[dict[str, Any]]:
     texts = [r["text"] for r in rows]
-    results = []
     with running_server(env={"PYTHONPATH": str(ROOT)}) as srv:
         speakers = [Speaker("voxlane", srv.base_url, "tts-1", args.voice)]
         if args.peer:
@@ -193,9 +262,7 @@ def main() -> None:
                 speak_and_hear(speaker, other.base_url, texts, args.concurrency) for _ in range(args.repeats)
             ]
         results.append(score(speaker.label, rows, other_passes))
-    report(results, rows, args)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return results
 
 
 if __name__ == "__main__":
