@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxlane.audio.gaps import BreakGaps, quiet_head, quiet_tail
+from voxlane.audio.gaps import HEAD_ROOM_S, BreakGaps, quiet_head, quiet_tail
 
 RATE = 22050
 FRAME = RATE // 100
@@ -71,3 +71,14 @@ def test_units_without_a_break_pass_through_untouched() -> None:
     pcm = unit(0.05, 0.4, 0.15)
     assert np.array_equal(gaps.feed(pcm, 0.0), pcm)
     assert gaps.finish().size == 0
+
+
+def test_a_long_breaks_silence_is_sent_with_the_unit_before_it() -> None:
+    """A player gets the silence of a 3 s break with the unit before it, not once the next unit is made:
+    all but HEAD_ROOM_S (kept for the next unit's quiet start) comes out of the first feed."""
+    gaps = BreakGaps(RATE)
+    first = unit(0.05, 0.4, 0.15)
+    sent = gaps.feed(first, 3.0)
+    assert len(sent) / RATE == pytest.approx(0.6 + 3.0 - 0.15 - HEAD_ROOM_S, abs=0.02)
+    out = np.concatenate([sent, gaps.feed(unit(0.1, 0.4, 0.05), 0.0)])
+    assert gap_s(out) == pytest.approx(3.0, abs=0.02)

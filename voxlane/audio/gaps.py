@@ -27,6 +27,9 @@ SCAN_S = 2.0
 _STEP_FRAMES = 16
 FADE_S = 0.005
 """Fade at a cut made inside a unit's quiet edge, so the cut does not click."""
+HEAD_ROOM_S = 0.3
+"""Of a long break, the part kept back for the next unit's quiet start (0.07-0.1 s with the bundled voice);
+the rest is sent with the unit before the break, so a player has it while the next unit is synthesised."""
 
 
 def _full_scale(pcm: np.ndarray) -> float:
@@ -73,7 +76,8 @@ class BreakGaps:
     """One stream's units in, the audio to encode out, each break the gap it asks for.
 
     ``feed`` each unit's PCM in order with the pause asked after it; it returns what can be sent now (a unit
-    followed by a break keeps its quiet end back until the next unit shows its quiet start). ``finish``
+    followed by a short break keeps its quiet end back until the next unit shows its quiet start; one followed
+    by a long break comes with the break's silence but ``HEAD_ROOM_S``). ``finish``
     returns what is held at the end of the stream. ``unit_start`` is where the last fed unit's first sample
     sits in the stream (samples), counting samples cut from its quiet start as if they were there, so a time
     within the unit plus ``unit_start`` is its time in the stream.
@@ -91,9 +95,14 @@ class BreakGaps:
         self.unit_start = self.sent
         out = self._close_gap(pcm) if self._gap is not None else pcm
         if pause_s > 0:
-            tail = quiet_tail(out, self.sample_rate)
-            self._held, out = out[len(out) - tail :], out[: len(out) - tail]
-            self._gap = round(pause_s * self.sample_rate)
+            gap, tail = round(pause_s * self.sample_rate), quiet_tail(out, self.sample_rate)
+            early = gap - tail - round(HEAD_ROOM_S * self.sample_rate)
+            if early > 0:  # a long break: its silence goes out now, the player's buffer while the next unit is made
+                out = np.concatenate([out, np.zeros(early, dtype=out.dtype)])
+                self._held, self._gap = np.zeros(0, dtype=out.dtype), gap - tail - early
+            else:
+                self._held, out = out[len(out) - tail :], out[: len(out) - tail]
+                self._gap = gap
         self.sent += len(out)
         return out
 
