@@ -157,7 +157,6 @@ def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> Non
     assert total <= 0.10, "see the paragraphs said and heard above"
 
 
-SSML_BREAK = '<speak>One two three. <break time="1500ms"/> Four five six.</speak>'
 QUIET_RMS = 0.01 * 32767
 """A 10 ms frame quieter than this (-40 dBFS) is silence; Piper's voices are full scale where they speak."""
 
@@ -174,17 +173,17 @@ def longest_gap_s(wav: bytes) -> float:
     return float(gaps.max()) / 100 if gaps.size else 0.0
 
 
-def test_ssml_break_is_silence_of_its_length_and_markup_is_not_spoken(client) -> None:
-    """The gap at a 1.5 s break is the break plus the voice's own pause between two sentences, as the same
-    text without the break has it (two units either way: each unit's trailing and leading quiet)."""
-    plain = client.audio.speech.create(
-        model="tts-1", voice="joe", input="One two three. Four five six.", response_format="wav"
-    ).content
-    ssml = client.audio.speech.create(model="tts-1", voice="joe", input=SSML_BREAK, response_format="wav").content
-    usual_s, gap_s = longest_gap_s(plain), longest_gap_s(ssml)
-    print(f"sentence pause {usual_s:.2f} s; with a 1.5 s break {gap_s:.2f} s")
-    assert abs(gap_s - (1.5 + usual_s)) <= 0.1 * (1.5 + usual_s), (gap_s, usual_s)
-    heard = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", ssml)).text.lower()
+@pytest.mark.parametrize("break_s", [1.0, 2.0])
+def test_ssml_break_is_silence_of_its_length_and_markup_is_not_spoken(client, break_s: float) -> None:
+    """The gap a listener hears at a break, from the last sound before it to the first after it, is the time
+    asked within 10%: the voice's own quiet at the end of one sentence and the start of the next is part of
+    it, not added to it (1.5 s asked was 1.73-1.75 s heard when the break was zeros after the unit)."""
+    ssml = f'<speak>One two three. <break time="{break_s:g}s"/> Four five six.</speak>'
+    wav = client.audio.speech.create(model="tts-1", voice="joe", input=ssml, response_format="wav").content
+    gap_s = longest_gap_s(wav)
+    print(f"break of {break_s} s heard as {gap_s:.3f} s")
+    assert abs(gap_s - break_s) <= 0.1 * break_s, (gap_s, break_s)
+    heard = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", wav)).text.lower()
     assert "speak" not in heard and "break" not in heard and "time" not in heard, heard
     assert re.search(r"four|4", heard), heard
 

@@ -39,6 +39,14 @@ CASES = {
         ("Call 555-123-4567.", "Call five five five, one two three, four five six seven."),
         ("Dial +44 20 7946 0958.", "Dial plus four four, two zero, seven nine four six, zero nine five eight."),
     ],
+    "local_phone": [
+        ("Call 555-1234 now.", "Call five five five, one two three four now."),
+        ("Reach us at 500-1000.", "Reach us at five zero zero, one zero zero zero."),
+        ("It is 555-0199.", "It is five five five, zero one nine nine."),
+        ("It is 234-5678.", "It is two three four, five six seven eight."),
+        ("Seats 500-1000 people.", "Seats five hundred to one thousand people."),
+        ("Pages 250-1205.", "Pages two hundred fifty to one thousand two hundred five."),
+    ],
     "iso_date": [("Due 2024-03-15.", "Due March fifteenth, twenty twenty-four.")],
     "slash_date": [
         ("On 15/03/2024 we met.", "On March fifteenth, twenty twenty-four we met."),
@@ -73,6 +81,9 @@ CASES = {
     "decade": [("In the 1990s and the '80s.", "In the nineteen nineties and the eighties.")],
     "unit": [
         ("Run 5 km.", "Run five kilometers."),
+        ("The 5 km run starts.", "The five kilometer run starts."),
+        ("A 100 MB file and 100 MB of files.", "A one hundred megabyte file and one hundred megabytes of files."),
+        ("We ran 5 km today.", "We ran five kilometers today."),
         ("Lift 10 kg or 1 kg.", "Lift ten kilograms or one kilogram."),
         ("Wait 3 ms.", "Wait three milliseconds."),
         ("Store 100 MB.", "Store one hundred megabytes."),

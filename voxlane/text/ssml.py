@@ -7,9 +7,10 @@ resolve: no entity expansion, no external files) and elements nested deeper than
 bounds the size (the route's input limit).
 
 What each element does is a row of ``ELEMENTS`` (its allowed attributes) and of the tables below it:
-- ``break``: ends the unit; ``time`` (ms or s, at most ``MAX_BREAK_S``) or ``strength`` (``STRENGTH_S``) of
-  silence after it, on top of the voice's own pause at the end of a unit; strength none or 0 s: no boundary.
-- ``p`` and ``s``: unit boundaries; a paragraph adds ``PARAGRAPH_PAUSE_S`` after it.
+- ``break``: ends the unit; ``time`` (ms or s, at most ``MAX_BREAK_S``) or ``strength`` (``STRENGTH_S``) is
+  the gap heard after it, from the unit's last sound to the next one's first (the voice's own quiet at both
+  edges included, audio/gaps.py); strength none or 0 s: no boundary.
+- ``p`` and ``s``: unit boundaries; a paragraph is followed by a gap of ``PARAGRAPH_PAUSE_S``.
 - ``prosody``: ``rate`` (``RATES`` or a percentage: "150%" absolute, "+20%" / "-20%" relative, nested ones
   multiply) becomes the unit's rate; a rate change is a unit boundary. ``pitch`` and ``volume`` are accepted
   and not honoured.
@@ -33,7 +34,7 @@ PARAGRAPH_PAUSE_S = 0.5
 MIN_RATE, MAX_RATE = 0.25, 4.0
 
 STRENGTH_S = {"none": 0.0, "x-weak": 0.25, "weak": 0.5, "medium": 0.75, "strong": 1.0, "x-strong": 1.25}
-"""Silence after a ``break`` of each strength; a break with neither time nor strength is medium."""
+"""The gap heard at a ``break`` of each strength; a break with neither time nor strength is medium."""
 RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.25, "x-fast": 1.5}
 """Speaking rate of each ``prosody rate`` label, as a multiple of the voice's (and the request's speed)."""
 
@@ -63,7 +64,7 @@ class SsmlUnit:
     text: str
     """What to say (markup gone, say-as and sub resolved); for a phoneme unit, the element's text."""
     pause_after_s: float = 0.0
-    """Silence after the unit, on top of the voice's own pause at the end of a unit."""
+    """The gap heard after the unit, from its last sound to the next unit's first; 0: the voice's own pause."""
     rate: float = 1.0
     """Speaking rate, a multiple of the request's (1.0 = as asked)."""
     phonemes: str | None = None

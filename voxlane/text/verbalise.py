@@ -14,7 +14,12 @@ Choices a reader could make otherwise:
 - A four-digit number is read as a year only where it reads as one: after "in", "since", "of" and the like,
   in a date, a range of years or a decade ("the 1990s"); elsewhere it is a cardinal ("1999 people").
 - AM and PM are written in capitals: espeak spells those out, while "a m" would be read "uh m".
-- A phone number is read digit by digit, its groups separated by commas (a short pause each).
+- A phone number is read digit by digit, its groups separated by commas (a short pause each). Seven digits
+  as 555-1234 are a phone number after a word such as "call", "dial" or "phone", or when a group starts
+  with 0 or neither group is a multiple of ten; otherwise a range ("500-1000": "five hundred to one
+  thousand").
+- A unit before one of the nouns of ``ATTRIBUTIVE_HEADS`` is singular, as people say it ("a 5 km run": "a
+  five kilometer run"); before anything else it is plural ("ran 5 km today").
 
 Pure functions on strings; no rule raises on any input, and text with nothing to verbalise comes back as it was.
 """
@@ -76,6 +81,25 @@ def _phone(m: re.Match[str]) -> str:
     "plus four four, two zero, seven nine four six, zero nine five eight"."""
     groups = ", ".join(digits(g) for g in re.findall(r"\d+", m[0]))
     return ("plus " if m[0].startswith("+") else "") + groups
+
+
+_PHONE_WORDS = re.compile(
+    r"(?i:\b(?:call|calls|called|calling|dial|phone|telephone|tel|text|fax|ring|reach|contact|number|no|ext)"
+    r"\b[.:]?(?:\s+(?:me|us|him|her|them|on|at))*\s*)$"
+)
+"""Words just before seven digits (searched in the 30 characters before them) that make them a phone number."""
+
+
+def _local_phone(m: re.Match[str]) -> str:
+    """Reads "Call 555-1234" and "555-0199" as "five five five, one two three four"; leaves a range such as
+    "500-1000" to the range rule."""
+    if (
+        _PHONE_WORDS.search(m.string, max(0, m.start() - 30), m.start())
+        or "0" in (m[1][0], m[2][0])
+        or (int(m[1]) % 10 and int(m[2]) % 10)
+    ):
+        return f"{digits(m[1])}, {digits(m[2])}"
+    return m[0]
 
 
 def _date(month: int | str, day: int, year_text: str | None, day_first: bool = False) -> str:
@@ -198,11 +222,24 @@ _UNIT = "|".join(re.escape(u) for u in sorted(set(_UNITS) - _LETTER_UNITS, key=l
 _LETTER_UNIT = "|".join(sorted(_LETTER_UNITS))
 
 
+_ATTRIBUTIVE = (
+    "run race walk hike ride trip drive swim loop course route trail journey commute radius limit zone stretch "
+    "file download upload disk card plan bag sack box bottle pack dose pill tablet battery bulb motor heater "
+    "panel weight cable rope pipe board screen display lens gap margin increase drop rise"
+)
+ATTRIBUTIVE_HEADS = frozenset(_ATTRIBUTIVE.split())
+"""Nouns that a measure before them describes ("a 5 km run", "a 100 MB file"): the unit is then singular."""
+_NEXT_WORD = re.compile(r"[ \t]+([a-z]+)\b")
+
+
 def _unit(m: re.Match[str]) -> str:
     """Reads "5 km" as "five kilometers", "1 kg" as "one kilogram", "3 ms" as "three milliseconds",
-    "100 MB" as "one hundred megabytes", "20°C" as "twenty degrees Celsius"."""
+    "100 MB" as "one hundred megabytes", "20°C" as "twenty degrees Celsius", "a 5 km run" as "a five
+    kilometer run"."""
     one, many = _UNITS[m[2].strip()]
-    return f"{number(m[1])} {one if m[1] == '1' else many}"
+    head = _NEXT_WORD.match(m.string, m.end())
+    singular = m[1] == "1" or (head is not None and head[1] in ATTRIBUTIVE_HEADS)
+    return f"{number(m[1])} {one if singular else many}"
 
 
 _LONGEST = len(str(LARGEST))
@@ -323,6 +360,7 @@ RULES: tuple[Rule, ...] = (
         r"(?<![\w+])(?:(?:\+1[ .-]?)?(?:\(\d{3}\) ?|\d{3}[.-])\d{3}[.-]\d{4}|\+\d{1,3}(?:[ .-]\d{1,4}){2,5})(?![\w-])",
         _phone,
     ),
+    _rule("local_phone", r"(?<![\w+.,-])(\d{3})-(\d{4})(?![\w-]|[.,]\d)", _local_phone),
     _rule("iso_date", r"\b(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])\b", _iso_date),
     _rule("slash_date", r"(?<![\d/])(\d{1,2})/(\d{1,2})/(\d{4})(?![\d/])", _slash_date),
     _rule("month_day", rf"\b({_MONTH}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?:,? (\d{{4}})\b)?", _month_day),

@@ -24,11 +24,11 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from voxlane.audio.encode import MEDIA_TYPES, close_stream, encode_stream, finish_stream, open_stream
+from voxlane.audio.gaps import BreakGaps
 from voxlane.config import SPEECH_MODEL
 from voxlane.engine.client import ResultStream, SpeechResult
 from voxlane.errors import InvalidRequest, ModelNotFound, VoxlaneError
@@ -147,6 +147,7 @@ class _SpeechJob:
         self._chunks: AsyncIterator[SpeechResult] | None = None
         self.audio_s = 0.0
         self.units: list[SsmlUnit] = []
+        self.gaps = BreakGaps(0)
         self.timed = bool(body.timestamps)
         self.plan: list[PlannedWord] = []
         self._marks_s: dict[int, list[float]] = {}
@@ -204,6 +205,7 @@ class _SpeechJob:
             self.state.engine.speech(self.request_id, [len(u.text) for u in units])
         )
         self.units = units
+        self.gaps = BreakGaps(voice_text.sample_rate)
         await self.state.engine.send(self._unit(0, len(units) == 1, first_ids, voice_text, first_marks))
         if len(units) > 1:
             feeder = asyncio.create_task(self._feed(units, voice_text), name=f"voxlane-speech-{self.request_id[:8]}")
@@ -253,24 +255,27 @@ class _SpeechJob:
         async for msg, pcm in self._chunks:
             if msg.error:
                 raise VoxlaneError(f"speech synthesis failed on unit {msg.index}: {msg.error}")
-            if self.timed:
-                self._heard(msg.index, msg.marks, msg.sample_rate)
             pause_s = self.units[msg.index].pause_after_s if msg.index < len(self.units) else 0.0
-            if pause_s > 0:  # SSML's breaks and paragraphs: silence after the unit, at the voice's rate
-                pcm = np.concatenate([pcm, np.zeros(round(pause_s * msg.sample_rate), dtype=pcm.dtype)])
+            pcm = self.gaps.feed(pcm, pause_s)  # SSML's breaks and paragraphs (audio/gaps.py)
+            if self.timed:  # where the unit's first sample sits in the stream, its quiet start cut or padded
+                self._heard(msg.index, msg.marks, msg.sample_rate, self.gaps.unit_start / msg.sample_rate)
             self.audio_s += len(pcm) / msg.sample_rate
             data = await self.state.executors.run_encode(self.request_id, encode_stream, pcm)
             if data:
                 return data
-        return await self.state.executors.run_encode(self.request_id, finish_stream)
+        tail, data = self.gaps.finish(), b""
+        if len(tail):  # a break after the last unit
+            self.audio_s += len(tail) / self.gaps.sample_rate
+            data = await self.state.executors.run_encode(self.request_id, encode_stream, tail)
+        return data + await self.state.executors.run_encode(self.request_id, finish_stream)
 
-    def _heard(self, index: int, marks: list[int] | None, sample_rate: int) -> None:
-        """Unit ``index`` starts ``audio_s`` into the stream: its marks in seconds, and the words now complete."""
+    def _heard(self, index: int, marks: list[int] | None, sample_rate: int, start_s: float) -> None:
+        """Unit ``index`` starts ``start_s`` into the stream: its marks in seconds, and the words now complete."""
         if marks is None:
             self.aligned = False
         if not self.aligned:
             return
-        self._marks_s[index] = unit_marks_s(self.audio_s, marks or [], sample_rate)
+        self._marks_s[index] = unit_marks_s(start_s, marks or [], sample_rate)
         self.words += word_times(self.plan, len(self.words), self._marks_s)
 
     def take_words(self) -> list[WordTime]:
