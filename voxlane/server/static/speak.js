@@ -4,6 +4,8 @@ import { $, api, captions, download, events, failure, itemAt, wordCues } from ".
 
 const RATE = 24000;
 let context = null;
+let output = null;     // every chunk plays through this node; the analyser beside it tells that sound went out
+let analyser = null;
 let run = 0;           // each Speak press; a stale stream stops feeding the player
 let startAt = 0;       // the context's time at which the first sample plays
 let nextAt = 0;        // where the next chunk goes
@@ -27,7 +29,7 @@ function enqueue(samples) {
   buffer.copyToChannel(samples, 0);
   const source = context.createBufferSource();
   source.buffer = buffer;
-  source.connect(context.destination);
+  source.connect(output);
   if (queuedSeconds === 0) startAt = nextAt = context.currentTime + 0.1;
   nextAt = Math.max(nextAt, context.currentTime + 0.02);
   source.start(nextAt);
@@ -53,6 +55,9 @@ function tick(mine) {
   const shown = $("s-played");
   shown.dataset.seconds = played.toFixed(3);
   shown.textContent = `${played.toFixed(1)} s of ${queuedSeconds.toFixed(1)} s`;
+  const level = new Float32Array(analyser.fftSize);
+  analyser.getFloatTimeDomainData(level);
+  if (level.some((x) => Math.abs(x) > 1e-4)) shown.dataset.heard = "true";
   const i = queuedSeconds > 0 ? itemAt(words, played) : -1;
   if (i !== current) {
     if (current >= 0 && words[current]) words[current].el.classList.remove("current");
@@ -74,7 +79,12 @@ async function speak(event) {
   stop();
   const mine = ++run;
   context = new AudioContext({ sampleRate: RATE });
+  output = context.createGain();
+  analyser = context.createAnalyser();
+  output.connect(context.destination);
+  output.connect(analyser);
   await context.resume();
+  delete $("s-played").dataset.heard;
   queuedSeconds = 0;
   words = [];
   current = -1;
