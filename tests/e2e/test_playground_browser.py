@@ -163,3 +163,23 @@ def test_a_model_loads_from_the_server_tab_and_unloads_after_its_ttl(
     assert memory.endswith("MiB"), memory
     page.wait_for_selector(f'{row}[data-loaded="false"]', timeout=30_000)
     assert page.inner_text("#chart-requests output") != "–"
+
+
+def test_every_control_is_named_and_every_tab_fits_360_px(server: ServerProcess, browser: Browser) -> None:
+    context = browser.new_context(viewport={"width": 360, "height": 740})
+    try:
+        page = context.new_page()
+        page.goto(server.base_url + "/")
+        page.wait_for_selector("#t-model option", state="attached")
+        unnamed = page.evaluate(
+            """() => [...document.querySelectorAll('input, select, textarea, button')].filter((c) =>
+                !(c.labels && c.labels.length) && !c.getAttribute('aria-label') && !c.textContent.trim()
+            ).map((c) => c.outerHTML)"""
+        )
+        assert not unnamed, unnamed
+        for tab in ("transcribe", "speak", "live", "server"):
+            page.click(f"#tab-{tab}")
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 360, f"the {tab} tab is {width} px wide at 360"
+    finally:
+        context.close()
