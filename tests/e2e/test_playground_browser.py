@@ -141,6 +141,13 @@ def test_the_page_asks_for_the_key_and_sends_it(keyed_server: ServerProcess, pag
     page.wait_for_selector("#t-model option", state="attached", timeout=10_000)
     assert f"Bearer {KEY}" in sent, sent
     assert page.evaluate("localStorage.length + sessionStorage.length") == 0
+    # the WebSocket takes the key as a subprotocol: without it the server refuses the handshake
+    page.click("#tab-live")
+    page.click("#l-start")
+    status, errors = "document.getElementById('l-status')", "document.getElementById('l-errors')"
+    page.wait_for_function(f"{status}.textContent === 'listening' || {errors}.textContent")
+    assert not page.inner_text("#l-errors")
+    page.click("#l-start")
 
 
 def test_a_model_loads_from_the_server_tab_and_unloads_after_its_ttl(
