@@ -29,7 +29,7 @@ from voxlane.server.drain import Drain, DrainGate
 from voxlane.server.executors import Executors
 from voxlane.server.loopmon import LoopWatchdog
 from voxlane.server.metrics import Metrics, RequestMetrics
-from voxlane.server.routes import realtime, speech, system, transcriptions, voices
+from voxlane.server.routes import playground, realtime, speech, system, transcriptions, voices
 from voxlane.server.state import AppState
 from voxlane.voices import VoiceRegistry
 
@@ -98,6 +98,7 @@ def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(realtime.router)
+    app.include_router(playground.router)
     _install_error_handlers(app)
 
     if config.api_keys:  # inside the metrics, so that refused requests are counted (as 401s) too

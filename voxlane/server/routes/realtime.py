@@ -1,4 +1,5 @@
-"""GET /v1/realtime (WebSocket): live transcription, OpenAI Realtime-compatible; GET /demo, its browser page.
+"""GET /v1/realtime (WebSocket): live transcription, OpenAI Realtime-compatible; GET /demo, its browser page (the
+playground at / has it too, in its Live tab).
 
 The socket is accepted for any ``?intent=transcription`` or ``?model=`` query (the openai SDK sends one of
 them): the session is a transcription session either way (server/realtime/session.py). A browser cannot
@@ -52,15 +53,6 @@ async def realtime(ws: WebSocket) -> None:
     finally:
         state.realtime_sessions -= 1
         metrics.realtime_sessions.dec()
-
-
-@router.get("/", include_in_schema=False)
-async def index() -> HTMLResponse:
-    return HTMLResponse(
-        "<!doctype html><meta charset=utf-8><title>voxlane</title><h1>voxlane</h1><ul>"
-        '<li><a href="/demo">live transcription demo</a> (your microphone, over /v1/realtime)</li>'
-        '<li><a href="/docs">API docs</a></li><li><a href="/health">health</a></li></ul>'
-    )
 
 
 @router.get("/demo", include_in_schema=False)
