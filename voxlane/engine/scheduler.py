@@ -37,7 +37,8 @@ Contract:
   a file of many windows counts once. A queue of many requests gets greedy decodes, and the beam comes back
   as it drains. Windows decoded with timestamp tokens (long files, responses that show times) are decoded
   greedily at any load: there the beam read no better (docs/decoding.md). Every window of a batch gets the
-  same beam, so a window reads the same whatever its neighbours at that beam. A window with a beam is encoded on 30 s (``is_short``).
+  same beam, so a window reads the same whatever its neighbours at that beam. A window with a beam is
+  encoded on 30 s (``is_short``).
 """
 
 from __future__ import annotations
