@@ -40,6 +40,7 @@ from voxlane.messages import (
     Shutdown,
     SpeakerWindow,
     SpeechUnit,
+    UnloadModel,
     VoiceProbed,
     WindowRequest,
     decode_input,
@@ -316,6 +317,10 @@ def _loop(
                 answer = core.load_model(msg, now)
                 if answer is not None:
                     outbox.put(answer)
+            elif isinstance(msg, UnloadModel):
+                unloaded = core.unload_model(msg)
+                outbox.put(core.stats())  # first, so the API side's /v1/models already shows it unloaded
+                outbox.put(unloaded)
             elif isinstance(msg, Abort):
                 core.abort(msg.request_id)
             elif isinstance(msg, Shutdown):
