@@ -3,8 +3,8 @@
 With keys configured (``--api-key``, ``VOXLANE_API_KEY``, ``--api-keys-file``), a request to ``/v1/*`` or
 ``/api/*``, and to ``/metrics`` with ``--metrics-need-key``, must carry ``Authorization: Bearer KEY`` with one
 of them (a WebSocket may instead offer the subprotocol ``openai-insecure-api-key.KEY``, OpenAI's form for
-browsers). Anything else is answered 401 at once, before a route runs or its body is read, with the error JSON OpenAI sends
-(``invalid_request_error`` / ``invalid_api_key``), so the stock openai client raises
+browsers). Anything else is answered 401 at once, before a route runs or its body is read, with the error JSON
+OpenAI sends (``invalid_request_error`` / ``invalid_api_key``), so the stock openai client raises
 ``openai.AuthenticationError``. ``/health`` never needs a key: load balancers and supervisors probe it.
 
 The check is constant time: the SHA-256 of the sent token is compared with the SHA-256 of every key by
