@@ -35,6 +35,7 @@ from voxlane.messages import (
     EngineFailed,
     EngineOutput,
     LoadModel,
+    ModelLoaded,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -325,7 +326,10 @@ def _loop(
                 core.abort(msg.request_id)
             elif isinstance(msg, Shutdown):
                 return
-        for result in core.step(now):
+        results = core.step(now)
+        if any(isinstance(result, ModelLoaded) for result in results):
+            outbox.put(core.stats())  # first, so the API side's /v1/models already shows the model loaded
+        for result in results:
             outbox.put(result)
         if now >= stats_due:
             outbox.put(core.stats())
