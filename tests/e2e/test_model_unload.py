@@ -31,7 +31,7 @@ def load(server: ServerProcess, model: str, timeout_s: float = 120.0) -> None:
     while True:
         r = httpx.post(f"{server.base_url}/api/ps/{model}", timeout=timeout_s)
         if r.status_code == 200:
-            assert r.json()["loaded"] is True
+            assert r.json()["loaded"] is True and r.json()["memory_bytes"] > 0
             return
         assert r.status_code == 503 and r.json()["error"]["code"] == "model_loading", r.text
         assert time.monotonic() < deadline, f"{model} did not load in {timeout_s:.0f} s"

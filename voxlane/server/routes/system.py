@@ -130,7 +130,8 @@ async def load_model(model_id: str, request: Request) -> Response:
     cards = await model_cards(state)
     await _whisper_or_404(state, model_id, cards)
     await state.whisper_model(model_id)
-    card = cards.get(model_id) or _card(state, model_id, "transcription", model_id)
+    root = cards[model_id].root if model_id in cards else model_id
+    card = _card(state, model_id, "transcription", root)  # the engine's stats came before its answer: memory too
     return JSONResponse(card.model_copy(update={"loaded": True}).model_dump())
 
 
