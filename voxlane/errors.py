@@ -7,6 +7,7 @@
     │   └── UnsupportedAudio          400 invalid_request_error   (the file is not audio we can decode)
     ├── Unauthorized                  401 invalid_request_error   (no API key, or a wrong one)
     ├── ModelNotFound                 404 invalid_request_error
+    ├── ModelInUse                    409 invalid_request_error   (a model that cannot be unloaded now)
     ├── PayloadTooLarge               413 invalid_request_error   (upload size, audio duration)
     ├── QueueFull                     429 rate_limit_error        (a queue limit; Retry-After says when)
     ├── EngineUnavailable             503 server_error            (engine dead, restarting, overloaded or timed
@@ -71,6 +72,16 @@ class ModelNotFound(VoxlaneError):
     error_type = "invalid_request_error"
 
     def __init__(self, message: str, *, param: str | None = "model", code: str | None = "model_not_found") -> None:
+        super().__init__(message, param=param, code=code)
+
+
+class ModelInUse(VoxlaneError):
+    """An unload refused: the default model, or a model with work in flight (the message says which)."""
+
+    status_code = 409
+    error_type = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = "model", code: str | None = "model_in_use") -> None:
         super().__init__(message, param=param, code=code)
 
 

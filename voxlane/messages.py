@@ -121,6 +121,14 @@ class LoadModel(msgspec.Struct, tag="load"):
     model: str
 
 
+class UnloadModel(msgspec.Struct, tag="unload"):
+    """Unload the Whisper model in directory ``model`` now, unless it is the default or has work (windows
+    waiting, queued or running, or its load under way). The engine answers at once with one ``ModelUnloaded``."""
+
+    request_id: str
+    model: str
+
+
 class Abort(msgspec.Struct, tag="abort"):
     request_id: str
 
@@ -232,6 +240,17 @@ class ModelLoaded(msgspec.Struct, tag="loaded"):
     """Why the model could not load; None when it is ready."""
 
 
+class ModelUnloaded(msgspec.Struct, tag="unloaded"):
+    """The answer to one ``UnloadModel``."""
+
+    request_id: str
+    model: str
+    was_loaded: bool = False
+    """It was loaded and is unloaded now; False: it was not loaded (nothing to do) or it was refused."""
+    refused: str | None = None
+    """Why it stays loaded (the default model, or work in flight on it); None when it is not loaded now."""
+
+
 class ModelState(msgspec.Struct):
     """One Whisper model the engine has loaded since it started, for /metrics and GET /v1/models."""
 
@@ -287,9 +306,17 @@ class EngineFailed(msgspec.Struct, tag="failed"):
     reason: str
 
 
-EngineInput = WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel | Abort | Shutdown
+EngineInput = WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel | UnloadModel | Abort | Shutdown
 EngineOutput = (
-    WindowResult | SpeakerResult | SpeechAudio | VoiceProbed | ModelLoaded | Ready | EngineFailed | EngineStats
+    WindowResult
+    | SpeakerResult
+    | SpeechAudio
+    | VoiceProbed
+    | ModelLoaded
+    | ModelUnloaded
+    | Ready
+    | EngineFailed
+    | EngineStats
 )
 
 _encoder = msgspec.msgpack.Encoder()

@@ -285,6 +285,13 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+class RunningModels(BaseModel):
+    """GET /api/ps, as speaches answers it."""
+
+    models: list[str]
+    """The Whisper models loaded now, by the names clients send."""
+
+
 def _voice_schema(schema: dict[str, Any]) -> None:
     """``voice`` in /openapi.json: a name, or OpenAI's object ``{"id": name}`` (the validator makes it a name)."""
     schema.pop("type", None)
@@ -494,6 +501,7 @@ class CaptionedSpeechResponse(BaseModel):
 _ERRORS = {
     400: "A bad field, or an upload that cannot be used; the message says what to send instead.",
     404: "An unknown model.",
+    409: "A model that cannot be unloaded now: the default model, or one with work in flight.",
     413: "An upload or audio over the server's limits; the message names the option that raises it.",
     503: "The engine is down, overloaded or timed out.",
 }

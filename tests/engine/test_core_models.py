@@ -10,10 +10,18 @@ from collections.abc import Sequence
 
 import pytest
 
-from tests.engine.test_core import FEATURES, run_until_idle
+from tests.engine.test_core import FEATURES, run_until_idle, step_until
 from voxlane.config import EngineConfig
 from voxlane.engine.core import EngineCore
-from voxlane.messages import LoadModel, ModelLoaded, TranscribeOptions, WindowRequest, WindowResult
+from voxlane.messages import (
+    LoadModel,
+    ModelLoaded,
+    ModelUnloaded,
+    TranscribeOptions,
+    UnloadModel,
+    WindowRequest,
+    WindowResult,
+)
 from voxlane.runners.base import WindowOutput, WindowPass
 from voxlane.runners.fake import FakeRunner
 
@@ -164,3 +172,53 @@ def test_a_model_nobody_waits_for_any_more_is_not_loaded() -> None:
     core.abort("gone")
     assert run_until_idle(core) == []
     assert "/models/base" not in loader.runners
+
+
+def test_unload_model_unloads_an_idle_model_now_and_its_next_window_loads_it_again() -> None:
+    loader = Loader()
+    core, _ = make(loader)
+    core.load_model(LoadModel("q", "/models/base"), time.monotonic())
+    run_until_idle(core)
+    assert core.unload_model(UnloadModel("u1", "/models/base")) == ModelUnloaded("u1", "/models/base", True)
+    assert core.models.loaded == [DEFAULT]
+    assert loader.runners["/models/base"][0].closed
+    state = {s.model: s for s in core.stats().models}["/models/base"]
+    assert (state.loaded, state.memory_bytes, state.unloads) == (False, 0, 1)
+    # Not loaded any more: nothing to do, and not counted again.
+    assert core.unload_model(UnloadModel("u2", "/models/base")) == ModelUnloaded("u2", "/models/base", False)
+    assert core.unload_model(UnloadModel("u3", "/models/never")) == ModelUnloaded("u3", "/models/never", False)
+    assert {s.model: s for s in core.stats().models}["/models/base"].unloads == 1
+    core.add_window(window("b", 0, 1, "/models/base"), FEATURES, time.monotonic())
+    results = run_until_idle(core)
+    assert [(r.request_id, r.error) for r in results if isinstance(r, WindowResult)] == [("b", None)]
+    assert len(loader.runners["/models/base"]) == 2
+
+
+def test_unload_model_refuses_the_default_model() -> None:
+    core, default = make(Loader())
+    answer = core.unload_model(UnloadModel("u", DEFAULT))
+    assert answer.refused is not None and "default" in answer.refused and not answer.was_loaded
+    assert core.models.loaded == [DEFAULT] and not default.closed
+    core.add_window(window("a", 0, 1), FEATURES, time.monotonic())
+    assert [r.error for r in run_until_idle(core)] == [None]
+
+
+def test_unload_model_refuses_a_model_with_work_in_flight_and_its_windows_finish() -> None:
+    loader = Loader(delay_s=0.1)
+    core, _ = make(loader)
+    core.add_window(window("a", 0, 1, "/models/base"), FEATURES, time.monotonic())
+    core.step(time.monotonic())  # its load is under way
+    assert "in flight" in (core.unload_model(UnloadModel("u1", "/models/base")).refused or "")
+    step_until(core, lambda: core.models.is_loaded("/models/base"))
+    (base,) = loader.runners["/models/base"]
+    base.delay_s = 0.2
+    core.add_window(window("b", 0, 1, "/models/base"), FEATURES, time.monotonic())
+    results = core.step(time.monotonic())  # b's batch runs for 0.2 s
+    assert "in flight" in (core.unload_model(UnloadModel("u2", "/models/base")).refused or "")
+    results += run_until_idle(core)
+    assert sorted((r.request_id, r.error) for r in results if isinstance(r, WindowResult)) == [
+        ("a", None),
+        ("b", None),
+    ]
+    assert not base.closed
+    assert core.unload_model(UnloadModel("u3", "/models/base")).was_loaded  # idle now: it unloads

@@ -91,6 +91,12 @@ def test_a_path_that_only_starts_like_v1_is_not_protected() -> None:
     assert not middleware.needs_key("/v10") and not middleware.needs_key("/health")
 
 
+def test_speaches_model_routes_need_the_key_too() -> None:
+    middleware = RequireApiKey(Starlette(), KEYS)
+    assert middleware.needs_key("/api/ps") and middleware.needs_key("/api/ps/whisper-base")
+    assert not middleware.needs_key("/apiary") and not middleware.needs_key("/playground/server.js")
+
+
 def test_bearer_token_takes_the_first_authorization_header() -> None:
     assert bearer_token([(b"authorization", b"Bearer  abc ")]) == b"abc"
     assert bearer_token([(b"x", b"y")]) is None

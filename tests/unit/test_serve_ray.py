@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 from voxlane.config import ServerConfig, add_serve_arguments, serve_config_from_args
 from voxlane.engine.client import EngineHandle
-from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
+from voxlane.errors import EngineUnavailable, InvalidRequest, QueueFull, VoxlaneError
 from voxlane.messages import Ready, TranscribeOptions, WindowRequest, WindowResult
 from voxlane.serve_ray.client import RayEngineClient
 from voxlane.serve_ray.deploy import (
@@ -167,5 +167,17 @@ def test_the_ray_client_is_an_engine_handle_that_admits_sends_and_reads_results(
                 await stream.results(5).__anext__()
         await client.close()
         assert client.state == "stopped"
+
+    asyncio.run(main())
+
+
+def test_the_ray_client_refuses_an_unload_and_says_why() -> None:
+    async def main() -> None:
+        client = RayEngineClient(ServerConfig(), _Replicas())  # type: ignore[arg-type]
+        await client.start(timeout_s=5)
+        with pytest.raises(InvalidRequest, match="--model-ttl-s") as refused:
+            await client.unload_model("/models/base", 5.0)
+        assert (refused.value.status_code, refused.value.code) == (400, "unload_not_served")
+        await client.close()
 
     asyncio.run(main())

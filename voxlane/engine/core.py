@@ -49,9 +49,11 @@ from voxlane.messages import (
     EngineStats,
     LoadModel,
     ModelLoaded,
+    ModelUnloaded,
     SpeakerResult,
     SpeakerWindow,
     SpeechUnit,
+    UnloadModel,
     WindowRequest,
     WindowResult,
 )
@@ -183,6 +185,21 @@ class EngineCore:
         self._load_waiters.setdefault(msg.model, []).append(msg.request_id)
         self.models.want(msg.model)
         return None
+
+    def unload_model(self, msg: UnloadModel) -> ModelUnloaded:
+        """Unload the model now, or say why not: the default model never unloads, and a model with work (windows
+        waiting, queued or running, or its load under way) is refused rather than waited for, so that no
+        window ever finds its model gone. A model not loaded is nothing to do."""
+        model = msg.model
+        if model == self.models.default:
+            return ModelUnloaded(msg.request_id, model, refused="the default model (the first --model) stays loaded")
+        if model == self.models.loading or model in self._busy_models():
+            return ModelUnloaded(
+                msg.request_id, model, refused="it has work in flight; retry once its requests have finished"
+            )
+        was_loaded = self.models.is_loaded(model)
+        self._unload(model, "asked to")
+        return ModelUnloaded(msg.request_id, model, was_loaded)
 
     def add_speaker_window(self, msg: SpeakerWindow, mel: np.ndarray) -> None:
         if msg.request_id in self._aborted:

@@ -9,6 +9,7 @@ Contract:
   waits: ``next_load`` answers None until one is idle.
 - ``expired(busy, now)``: the models other than the default with no work for ``ttl_s`` (0: never).
 - A model is used when a window of it is queued or finishes, or a ``LoadModel`` names it (``touch``).
+- ``unload(model)`` (an ``UnloadModel``, an expiry or an eviction) never unloads the default model.
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ class ModelPool:
 
     def unload(self, model: str) -> Runner | None:
         """Forget the model's runner (the caller lets it go); returns it. ``expired`` and ``next_load`` never
-        name the default model."""
-        if model not in self._lru:
+        name the default model, and it is never unloaded here either."""
+        if model not in self._lru or model == self.default:
             return None
         del self._lru[model]
         entry = self._models[model]

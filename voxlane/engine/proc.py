@@ -35,11 +35,13 @@ from voxlane.messages import (
     EngineFailed,
     EngineOutput,
     LoadModel,
+    ModelLoaded,
     ProbeVoice,
     Ready,
     Shutdown,
     SpeakerWindow,
     SpeechUnit,
+    UnloadModel,
     VoiceProbed,
     WindowRequest,
     decode_input,
@@ -316,11 +318,18 @@ def _loop(
                 answer = core.load_model(msg, now)
                 if answer is not None:
                     outbox.put(answer)
+            elif isinstance(msg, UnloadModel):
+                unloaded = core.unload_model(msg)
+                outbox.put(core.stats())  # first, so the API side's /v1/models already shows it unloaded
+                outbox.put(unloaded)
             elif isinstance(msg, Abort):
                 core.abort(msg.request_id)
             elif isinstance(msg, Shutdown):
                 return
-        for result in core.step(now):
+        results = core.step(now)
+        if any(isinstance(result, ModelLoaded) for result in results):
+            outbox.put(core.stats())  # first, so the API side's /v1/models already shows the model loaded
+        for result in results:
             outbox.put(result)
         if now >= stats_due:
             outbox.put(core.stats())

@@ -25,7 +25,7 @@ from ray.serve.handle import DeploymentHandle
 
 from voxlane.config import ServerConfig
 from voxlane.engine.client import EngineFront, EngineHandle, ResultStream
-from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
+from voxlane.errors import EngineUnavailable, InvalidRequest, QueueFull, VoxlaneError
 from voxlane.messages import SpeakerWindow, SpeechUnit, VoiceProbed, WindowRequest
 from voxlane.serve_ray.replica import ReplicaError
 
@@ -81,6 +81,15 @@ class RayEngineClient(EngineFront):
 
     async def load_model(self, model: str, wait_s: float) -> None:
         """On Ray each engine replica loads a model on its first window of it (no bounded wait here)."""
+
+    async def unload_model(self, model: str, timeout_s: float) -> bool:
+        """Each replica holds its own models and Ray routes a call to one of them, so no call reaches them all."""
+        raise InvalidRequest(
+            "unloading a model is not served on Ray Serve (--ray-address): each engine replica unloads an idle "
+            "model after --model-ttl-s, or to make room within --max-loaded-models",
+            param="model",
+            code="unload_not_served",
+        )
 
     async def probe_voice(self, model_path: str, config_path: str, timeout_s: float) -> VoiceProbed:
         self.check_alive()

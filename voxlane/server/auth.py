@@ -1,10 +1,10 @@
 """API keys: a pure ASGI middleware in front of every route.
 
-With keys configured (``--api-key``, ``VOXLANE_API_KEY``, ``--api-keys-file``), a request to ``/v1/*``, and to
-``/metrics`` with ``--metrics-need-key``, must carry ``Authorization: Bearer KEY`` with one of them (a
-WebSocket may instead offer the subprotocol ``openai-insecure-api-key.KEY``, OpenAI's form for browsers). Anything
-else is answered 401 at once, before a route runs or its body is read, with the error JSON OpenAI sends
-(``invalid_request_error`` / ``invalid_api_key``), so the stock openai client raises
+With keys configured (``--api-key``, ``VOXLANE_API_KEY``, ``--api-keys-file``), a request to ``/v1/*`` or
+``/api/*``, and to ``/metrics`` with ``--metrics-need-key``, must carry ``Authorization: Bearer KEY`` with one
+of them (a WebSocket may instead offer the subprotocol ``openai-insecure-api-key.KEY``, OpenAI's form for
+browsers). Anything else is answered 401 at once, before a route runs or its body is read, with the error JSON
+OpenAI sends (``invalid_request_error`` / ``invalid_api_key``), so the stock openai client raises
 ``openai.AuthenticationError``. ``/health`` never needs a key: load balancers and supervisors probe it.
 
 The check is constant time: the SHA-256 of the sent token is compared with the SHA-256 of every key by
@@ -39,7 +39,8 @@ class RequireApiKey:
         self._protect_metrics = protect_metrics
 
     def needs_key(self, path: str) -> bool:
-        return path == "/v1" or path.startswith("/v1/") or (self._protect_metrics and path == "/metrics")
+        api = path in ("/v1", "/api") or path.startswith(("/v1/", "/api/"))  # /api: speaches' model routes
+        return api or (self._protect_metrics and path == "/metrics")
 
     def accepts(self, token: bytes) -> bool:
         sent = _digest(token)

@@ -98,6 +98,11 @@ class EngineHandle(Protocol):
         """Return once the engine has the Whisper model in directory ``model`` loaded."""
         ...
 
+    async def unload_model(self, model: str, timeout_s: float) -> bool:
+        """Unload the Whisper model in directory ``model`` now; whether it was loaded. ModelInUse (409) when the
+        engine refuses: the default model, or work in flight on it."""
+        ...
+
     # --- admission: each raises QueueFull (429) when there is no room -----------------------------
 
     def transcription(self) -> AbstractContextManager[None]:

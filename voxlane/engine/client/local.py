@@ -26,13 +26,14 @@ from voxlane.engine.client.handle import EngineHandle
 from voxlane.engine.client.streams import ResultStream
 from voxlane.engine.client.supervisor import EngineProcess, RestartPolicy
 from voxlane.engine.client.transport import EngineSocket
-from voxlane.errors import EngineUnavailable
+from voxlane.errors import EngineUnavailable, ModelInUse
 from voxlane.messages import (
     Abort,
     EngineFailed,
     EngineStats,
     LoadModel,
     ModelLoaded,
+    ModelUnloaded,
     ProbeVoice,
     Ready,
     Shutdown,
@@ -40,6 +41,7 @@ from voxlane.messages import (
     SpeakerWindow,
     SpeechAudio,
     SpeechUnit,
+    UnloadModel,
     VoiceProbed,
     WindowRequest,
     WindowResult,
@@ -142,6 +144,20 @@ class EngineClient(EngineFront):
                     retry_after_s=retry_s,
                 ) from None
 
+    async def unload_model(self, model: str, timeout_s: float) -> bool:
+        """Have the engine unload the Whisper model in directory ``model`` now; whether it was loaded. Raises
+        ModelInUse (409) when the engine refuses (the default model, or work in flight on it), and
+        EngineUnavailable when it has not answered within ``timeout_s``."""
+        self.check_alive()
+        stream = ResultStream[ModelUnloaded](f"unload-{uuid.uuid4().hex}", 1, "unloading this model")
+        async with self._open(stream, ModelUnloaded, abort=False):  # an unload is done at once: nothing to abort
+            await self.send(UnloadModel(stream.request_id, model))
+            async for answer in stream.results(timeout_s):
+                if answer.refused is not None:
+                    raise ModelInUse(f"the model stays loaded: {answer.refused}")
+                return answer.was_loaded
+            raise EngineUnavailable("the engine closed the unload without an answer")
+
     def expected_load_s(self, model: str) -> float:
         """How long a load of ``model`` should take: its past loads' mean, else that of all models, else 5 s."""
         states = list(self.models.values())
@@ -155,7 +171,7 @@ class EngineClient(EngineFront):
 
     async def send(
         self,
-        msg: WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel,
+        msg: WindowRequest | SpeakerWindow | SpeechUnit | ProbeVoice | LoadModel | UnloadModel,
         features: np.ndarray | None = None,
     ) -> None:
         """Send one window (with its log-mel ``features``) or one speech unit of an open stream."""
@@ -271,7 +287,7 @@ class EngineClient(EngineFront):
     async def _receive(self, socket: EngineSocket) -> None:
         while True:
             msg, pcm = await socket.recv()
-            if isinstance(msg, (WindowResult, SpeakerResult, SpeechAudio, VoiceProbed, ModelLoaded)):
+            if isinstance(msg, (WindowResult, SpeakerResult, SpeechAudio, VoiceProbed, ModelLoaded, ModelUnloaded)):
                 entry = self._streams.get(msg.request_id)
                 if entry is None or not isinstance(msg, entry[0]):
                     log.debug("dropping a %s for gone request %s", type(msg).__name__, msg.request_id)

@@ -1,4 +1,5 @@
-"""GET /health, /metrics, /v1/models; POST /v1/models/{id} (a pull)."""
+"""GET /health, /metrics, /v1/models; POST /v1/models/{id} (a pull); DELETE /v1/models/{id} (an unload), and
+speaches' /api/ps routes (load, unload, list the loaded models)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from voxlane.errors import InvalidRequest, ModelNotFound
-from voxlane.models import ModelNotPresent, check_pullable, progress_bars, pull, voice_repo_path
+from voxlane.errors import InvalidRequest, ModelInUse, ModelNotFound
+from voxlane.models import ModelNotPresent, WhisperModel, check_pullable, progress_bars, pull, voice_repo_path
 from voxlane.protocol import (
     Health,
     ModelCard,
@@ -20,6 +21,7 @@ from voxlane.protocol import (
     ModelList,
     ModelPullDone,
     ModelPullProgress,
+    RunningModels,
     error_responses,
     sse_content,
 )
@@ -30,6 +32,10 @@ from voxlane.server.state import AppState, get_state
 log = logging.getLogger(__name__)
 
 router = APIRouter()
+
+UNLOAD_TIMEOUT_S = 30.0
+"""How long an unload waits for the engine's answer; the engine answers at once (an unload takes well under a
+second), so only an engine that is stuck or dying runs this out (a 503)."""
 
 
 @router.get(
@@ -79,15 +85,64 @@ async def get_model(model_id: str, request: Request) -> Response:
     cards = await model_cards(state)
     card = cards.get(model_id)
     if card is None:
-        try:  # a path, or a repo id in the cache, is a model too
-            await state.models.whisper(model_id, state.executors)
-        except ModelNotFound as exc:
-            raise ModelNotFound(
-                f"{exc.message.removesuffix(' (GET /v1/models lists the models this server has)')}; send one of: "
-                f"{', '.join(cards)}. GET /v1/models lists them with their kind."
-            ) from None
+        await _whisper_or_404(state, model_id, cards)  # a path, or a repo id in the cache, is a model too
         card = _card(state, model_id, "transcription", model_id)
     return JSONResponse(card.model_dump())
+
+
+async def _whisper_or_404(state: AppState, model_id: str, cards: dict[str, ModelCard]) -> WhisperModel:
+    try:
+        return await state.models.whisper(model_id, state.executors)
+    except ModelNotFound as exc:
+        raise ModelNotFound(
+            f"{exc.message.removesuffix(' (GET /v1/models lists the models this server has)')}; send one of: "
+            f"{', '.join(cards)}. GET /v1/models lists them with their kind."
+        ) from None
+
+
+@router.delete("/v1/models/{model_id:path}", response_model=ModelCard, responses=error_responses(400, 404, 409, 503))
+@router.delete("/api/ps/{model_id:path}", response_model=ModelCard, responses=error_responses(400, 404, 409, 503))
+async def unload_model(model_id: str, request: Request) -> Response:
+    """Unload a Whisper model from the engine now, to free its memory; answers its card, ``loaded: false``. A model
+    not loaded is nothing to do (200). 409 for the default model (the first ``--model``), which stays loaded, and
+    for a model with work in flight (its windows waiting, queued or running, or its load under way): retry once
+    those requests have finished. The next request for the model loads it again. The files stay on disk (speaches'
+    ``DELETE /v1/models/{id}`` deletes them; voxlane never does)."""
+    state = get_state(request)
+    cards = await model_cards(state)
+    model = await _whisper_or_404(state, model_id, cards)
+    if model.path == state.models.default.path:
+        raise ModelInUse(
+            f"'{model_id}' is the default model (the first --model), which stays loaded; unload another model, "
+            "or start the server with another --model first"
+        )
+    await state.engine.unload_model(model.path, UNLOAD_TIMEOUT_S)
+    card = cards.get(model_id) or _card(state, model_id, "transcription", model_id)
+    return JSONResponse(card.model_copy(update={"loaded": False, "memory_bytes": None}).model_dump())
+
+
+@router.post("/api/ps/{model_id:path}", response_model=ModelCard, responses=error_responses(404, 503))
+async def load_model(model_id: str, request: Request) -> Response:
+    """Load a Whisper model into the engine (speaches' route); answers its card once it is loaded. A model already
+    loaded is nothing to do (200; speaches answers 409). 503 with Retry-After while it is still loading after
+    ``--model-load-wait-s``."""
+    state = get_state(request)
+    cards = await model_cards(state)
+    await _whisper_or_404(state, model_id, cards)
+    await state.whisper_model(model_id)
+    root = cards[model_id].root if model_id in cards else model_id
+    card = _card(state, model_id, "transcription", root)  # the engine's stats came before its answer: memory too
+    return JSONResponse(card.model_copy(update={"loaded": True}).model_dump())
+
+
+@router.get("/api/ps", response_model=RunningModels)
+async def running_models(request: Request) -> Response:
+    """The Whisper models loaded now, by the names clients send (speaches' route)."""
+    state = get_state(request)
+    loaded = [path for path, m in state.engine.models.items() if m.loaded]
+    if state.engine.healthy and state.models.default.path not in loaded:
+        loaded.insert(0, state.models.default.path)
+    return JSONResponse(RunningModels(models=[state.models.name_of(path) for path in loaded]).model_dump())
 
 
 @router.post(

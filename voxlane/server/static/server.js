@@ -1,4 +1,4 @@
-// Server: models (loaded or not, memory, load), voices, and figures from /metrics drawn once a second.
+// Server: models (loaded or not, memory, load and unload), voices, and figures from /metrics drawn once a second.
 import { $, api, failure, url } from "./common.js";
 
 const POINTS = 60;
@@ -102,6 +102,17 @@ async function load(model, button) {
   button.disabled = false;
 }
 
+/** Unload a model now (DELETE /v1/models/{id}); a refusal (409: the default model, or work in flight) says why. */
+async function unload(model, button) {
+  button.disabled = true;
+  $("m-status").textContent = `unloading ${model}…`;
+  const path = model.split("/").map(encodeURIComponent).join("/");
+  const response = await api(`/v1/models/${path}`, { method: "DELETE" });
+  if (!response.ok) { $("m-status").textContent = await failure(response); button.disabled = false; return; }
+  $("m-status").textContent = `${model} unloaded`;
+  await refreshModels();
+}
+
 let onModels = () => {};
 
 export async function refreshModels() {
@@ -111,6 +122,8 @@ export async function refreshModels() {
   onModels(models);
   const aliases = new Map();
   for (const m of models) if (m.root && m.root !== m.id) aliases.set(m.root, [...(aliases.get(m.root) || []), m.id]);
+  // GET /v1/models lists the default model (the first --model, never unloaded) first.
+  const defaultModel = (models.find((m) => m.kind === "transcription") || {}).id;
   const rows = models.filter((m) => !m.root || m.root === m.id).map((m) => {
     const tr = document.createElement("tr");
     tr.dataset.model = m.id;
@@ -122,12 +135,13 @@ export async function refreshModels() {
       tr.append(td);
     }
     const td = document.createElement("td");
-    if (m.kind === "transcription" && !m.loaded) {
+    if (m.kind === "transcription" && (!m.loaded || m.id !== defaultModel)) {
+      const action = m.loaded ? "Unload" : "Load";
       const b = document.createElement("button");
       b.type = "button";
-      b.textContent = "Load";
-      b.setAttribute("aria-label", `Load ${m.id}`);
-      b.addEventListener("click", () => load(m.id, b));
+      b.textContent = action;
+      b.setAttribute("aria-label", `${action} ${m.id}`);
+      b.addEventListener("click", () => (m.loaded ? unload : load)(m.id, b));
       td.append(b);
     }
     tr.append(td);
