@@ -19,24 +19,19 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from voxlane.audio.gaps import longest_quiet_s
 from voxlane.bench.server import running_server
 from voxlane.text.ssml import STRENGTH_S
 
 ROOT = Path(__file__).resolve().parent.parent
-QUIET_RMS = 0.01 * 32767
-"""A 10 ms frame quieter than this (-40 dBFS RMS) is silence."""
 
 
 def longest_gap_s(wav: bytes) -> float:
-    """The longest run of quiet 10 ms frames between two loud ones."""
+    """The longest run of quiet 10 ms frames between two loud ones (audio/gaps.py ``longest_quiet_s``)."""
     with wave.open(io.BytesIO(wav)) as reader:
         rate = reader.getframerate()
-        pcm = np.frombuffer(reader.readframes(reader.getnframes()), dtype=np.int16).astype(np.float64)
-    frame = rate // 100
-    rms = np.sqrt(np.mean(pcm[: len(pcm) // frame * frame].reshape(-1, frame) ** 2, axis=1))
-    loud = np.flatnonzero(rms >= QUIET_RMS)
-    gaps = np.diff(loud) - 1
-    return float(gaps.max()) / 100 if gaps.size else 0.0
+        pcm = np.frombuffer(reader.readframes(reader.getnframes()), dtype=np.int16)
+    return longest_quiet_s(pcm, rate)
 
 
 def main() -> None:

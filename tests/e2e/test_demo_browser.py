@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import wave
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -13,6 +14,9 @@ import pytest
 from tests.conftest import Clip, ServerProcess
 from voxlane.audio.pipeline import decode_and_split
 from voxlane.bench.wer import wer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Playwright
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -34,6 +38,19 @@ def fake_microphone(clip: Clip, path: Path) -> Path:
     return path
 
 
+def launch(pw: Playwright, wav: Path) -> Browser:
+    """Debian's Chromium whose fake microphone plays ``wav`` once, allowed to capture and to play sound."""
+    return pw.chromium.launch(
+        executable_path=CHROMIUM,
+        args=[
+            "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}%noloop",
+            "--autoplay-policy=no-user-gesture-required",
+        ],
+    )
+
+
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_the_demo_page_transcribes_a_fake_microphone(
     server: ServerProcess, dev_set: list[Clip], tmp_path: Path
@@ -43,15 +60,7 @@ def test_the_demo_page_transcribes_a_fake_microphone(
     clip = next(c for c in dev_set if c.text.startswith("Many complicated ideas"))
     wav = fake_microphone(clip, tmp_path / "microphone.wav")
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={wav}%noloop",
-                "--autoplay-policy=no-user-gesture-required",
-            ],
-        )
+        browser = launch(pw, wav)
         try:
             page = browser.new_page()
             page.goto(server.base_url + "/")

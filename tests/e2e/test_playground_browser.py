@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import Clip, ServerProcess, running_server
-from tests.e2e.test_demo_browser import CHROMIUM, fake_microphone
+from tests.e2e.test_demo_browser import CHROMIUM, fake_microphone, launch
 from voxlane.bench.wer import wer
 
 if TYPE_CHECKING:
@@ -35,15 +35,7 @@ def browser(dev_set: list[Clip], tmp_path_factory: pytest.TempPathFactory) -> It
 
     wav = fake_microphone(dev_clip(dev_set), tmp_path_factory.mktemp("mic") / "microphone.wav")
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={wav}%noloop",
-                "--autoplay-policy=no-user-gesture-required",
-            ],
-        )
+        chromium = launch(pw, wav)
         try:
             yield chromium
         finally:

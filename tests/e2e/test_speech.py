@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import metric
 from voxlane.audio.encode import SPEECH_FORMATS
+from voxlane.audio.gaps import longest_quiet_s
 from voxlane.bench.wer import wer as corpus_wer
 
 TEXT = "The quick brown fox jumps over the lazy dog. Then it runs into the forest, far away."
@@ -157,20 +158,12 @@ def test_round_trip_of_long_paragraphs_stays_under_10_percent_wer(client) -> Non
     assert total <= 0.10, "see the paragraphs said and heard above"
 
 
-QUIET_RMS = 0.01 * 32767
-"""A 10 ms frame quieter than this (-40 dBFS) is silence; Piper's voices are full scale where they speak."""
-
-
 def longest_gap_s(wav: bytes) -> float:
-    """The longest run of near-silent 10 ms frames between the first and the last sound."""
+    """The longest run of quiet 10 ms frames between two loud ones (audio/gaps.py ``longest_quiet_s``)."""
     with wave.open(io.BytesIO(wav)) as reader:
         rate = reader.getframerate()
-        pcm = np.frombuffer(reader.readframes(reader.getnframes()), dtype=np.int16).astype(np.float64)
-    frame = rate // 100
-    rms = np.sqrt(np.mean(pcm[: len(pcm) // frame * frame].reshape(-1, frame) ** 2, axis=1))
-    loud = np.flatnonzero(rms >= QUIET_RMS)
-    gaps = np.diff(loud) - 1  # quiet frames between each two loud ones
-    return float(gaps.max()) / 100 if gaps.size else 0.0
+        pcm = np.frombuffer(reader.readframes(reader.getnframes()), dtype=np.int16)
+    return longest_quiet_s(pcm, rate)
 
 
 @pytest.mark.parametrize("break_s", [1.0, 2.0])

@@ -61,6 +61,15 @@ def _quiet_run(pcm: np.ndarray, sample_rate: int, from_end: bool) -> int:
     return len(pcm) if frames * frame >= len(pcm) - frame else frames * frame
 
 
+def longest_quiet_s(pcm: np.ndarray, sample_rate: int) -> float:
+    """The longest run of quiet 10 ms frames between two loud ones: the gap a listener hears at a break."""
+    frame = max(1, round(FRAME_S * sample_rate))
+    blocks = pcm[: len(pcm) // frame * frame].astype(np.float64).reshape(-1, frame)
+    loud = np.flatnonzero(np.sqrt(np.mean(blocks * blocks, axis=1)) >= QUIET_RMS * _full_scale(pcm))
+    gaps = np.diff(loud) - 1  # quiet frames between each two loud ones
+    return float(gaps.max()) * FRAME_S if gaps.size else 0.0
+
+
 def _fade(pcm: np.ndarray, sample_rate: int, out: bool) -> np.ndarray:
     n = min(len(pcm), max(1, round(FADE_S * sample_rate)))
     ramp = np.linspace(1.0, 0.0, n) if out else np.linspace(0.0, 1.0, n)
