@@ -235,6 +235,17 @@ def test_a_final_reads_the_pieces_before_it_back_to_context_s() -> None:
     assert (begin, prefix) == (24 * S, "Hello there.")
 
 
+def test_the_context_is_as_long_as_the_setting_and_none_at_zero() -> None:
+    for context_s, expected in ((10.0, [(24 * S, 32 * S)]), (0.0, [])):
+        turns: TurnState[FakeDecode] = TurnState(FakeDecodes(), context_s=context_s)
+        for _ in range(4):
+            turns.take(silence(8.0), manual=True)
+            turns.commit(now=0.0, shape="ga")
+        context, first = turns.context(32 * S, 34 * S)
+        assert [(p.start, p.end) for p in context] == expected
+        assert first == (expected[0][0] if expected else 32 * S)
+
+
 def test_a_completion_sends_the_unsent_words_then_the_whole_text() -> None:
     turn: Turn[FakeDecode] = Turn("item_1", S, "item_0")
     turn.pieces.append(Piece(S, 3 * S, FakeDecode(S, 3 * S)))

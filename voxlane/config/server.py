@@ -360,6 +360,16 @@ class ServerConfig:
     open turn against 0.74-0.75 (the text changes every 0.60 s at the median against 0.89-0.90 s), for 17%
     more engine CPU; final text 0.32-0.35 s after the turn's end at the median against 0.26-0.35 s, the same
     WER (docs/benchmarks.md)."""
+    realtime_context_s: float = setting(
+        20.0,
+        "seconds of a live session's earlier turns that a turn's final decode reads first, their text forced as "
+        "the start of its transcript (0: each turn alone; at most 29, so that context and turn fit one window)",
+        minimum=0.0,
+        maximum=29.0,
+        group="realtime",
+    )
+    """Whisper tiny reads a turn of a few words worse than the same words inside 30 s of speech (turns.py
+    ``CONTEXT_S``); the encoder's cost is the same either way, the decoder pays a step per forced token."""
     realtime_beam_size: int = setting(
         3,
         "beam size of a live turn's final decode (partials are always greedy); 0 takes --beam-size",

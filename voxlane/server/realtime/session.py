@@ -89,7 +89,7 @@ class RealtimeSession:
         """The Whisper model of the session's decodes (its transcription ``model``)."""
         self.shape: Shape = "ga"
         self.live = LiveInput(self.settings.rate, self.settings.turn_detection, encoding=self.settings.encoding)
-        self.turns: TurnState[asyncio.Task[str]] = TurnState(self)
+        self.turns: TurnState[asyncio.Task[str]] = TurnState(self, self.config.realtime_context_s)
         self._completion: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._send_lock = asyncio.Lock()

@@ -53,12 +53,11 @@ goes unread), at most this far before server_vad's start. Silero scores some spe
 threshold (high-pitched, whispered: 0.0-0.3), which server_vad then leaves out of every turn; the final,
 a 30 s window either way, reads it with the next turn at no more encoder cost."""
 CONTEXT_S = 20.0
-"""A final decode's window also holds the audio of the session's previous pieces (turns, or a long turn's
-earlier parts) that end where it starts, at most this far back, with their text forced as the start of
-the transcript (``TranscribeOptions.prefix``). Whisper tiny reads a turn of a few words worse than the
-same words inside 30 s of speech; with the context, the long set's turns read 5.8% WER offline against
-7.4% alone (docs/benchmarks.md). The encoder's cost is the same (30 s either way); the decoder pays ~4 ms
-a forced token."""
+"""The default of ``--realtime-context-s``. A final decode's window also holds the audio of the session's previous
+pieces (turns, or a long turn's earlier parts) that end where it starts, at most this far back, with their text
+forced as the start of the transcript (``TranscribeOptions.prefix``). Whisper tiny reads a turn of a few words worse
+than the same words inside 30 s of speech; with the context, the long set's turns read 5.8% WER offline against 7.4%
+alone (docs/benchmarks.md). The encoder's cost is the same (30 s either way); the decoder pays ~4 ms a forced token."""
 CONTEXT_WINDOW_S = 29.0
 """The context and the piece together fit in one 30 s window."""
 BURST_S = 10.0
@@ -163,8 +162,10 @@ class Committed(Generic[D]):
 class TurnState(Generic[D]):
     """One session's audio and turns, in session samples at 16 kHz."""
 
-    def __init__(self, decodes: Decodes[D]) -> None:
+    def __init__(self, decodes: Decodes[D], context_s: float = CONTEXT_S) -> None:
         self._decodes = decodes
+        self.context_s = min(context_s, CONTEXT_WINDOW_S)
+        """Seconds of earlier pieces a final decode reads first (``CONTEXT_S``)."""
         self._pcm: list[np.ndarray] = []
         self.pcm_start = 0
         """Session sample of the first kept sample (older audio is let go)."""
@@ -227,13 +228,13 @@ class TurnState(Generic[D]):
         return self._pcm[0][start - self.pcm_start : end - self.pcm_start].copy()
 
     def let_go(self, pad_ms: int) -> None:
-        """Drop audio no turn can need: more than ``CONTEXT_S`` before the open turn's tail, or before the
+        """Drop audio no turn can need: more than ``context_s`` before the open turn's tail, or before the
         VAD's prefix padding (``pad_ms``) and ``GAP_LOOKBACK_S``."""
         if self.turn is not None:
             keep_from = self.turn.tail
         else:
             keep_from = self.received - (pad_ms + 100) * SAMPLE_RATE // 1000 - int(GAP_LOOKBACK_S * SAMPLE_RATE)
-        keep_from -= int(CONTEXT_S * SAMPLE_RATE)
+        keep_from -= int(self.context_s * SAMPLE_RATE)
         if keep_from - self.pcm_start < SAMPLE_RATE:  # let go a second or more at a time
             return
         kept = self.audio(max(keep_from, self.pcm_start), self.received)
@@ -365,8 +366,9 @@ class TurnState(Generic[D]):
             return None
 
     def context(self, start: int, end: int) -> tuple[list[Piece[D]], int]:
-        """The closed pieces a final decode of [start, end) reads first (``CONTEXT_S``), and where they begin."""
-        earliest = max(self.pcm_start, start - int(CONTEXT_S * SAMPLE_RATE), end - int(CONTEXT_WINDOW_S * SAMPLE_RATE))
+        """The closed pieces a final decode of [start, end) reads first (``context_s``), and where they begin."""
+        back = int(self.context_s * SAMPLE_RATE)
+        earliest = max(self.pcm_start, start - back, end - int(CONTEXT_WINDOW_S * SAMPLE_RATE))
         context: list[Piece[D]] = []
         first = start
         for piece in reversed(self._spoken):
