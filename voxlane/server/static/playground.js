@@ -20,10 +20,13 @@ function select(tab) {
 function initTabs() {
   tabs.forEach((tab, i) => {
     tab.addEventListener("click", () => select(tab));
+    // The WAI-ARIA tabs pattern: arrows move to the next or previous tab (around the ends), Home and End to
+    // the first and last, and the tab moved to is selected at once.
     tab.addEventListener("keydown", (e) => {
-      const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
-      if (!step) return;
-      const next = tabs[(i + step + tabs.length) % tabs.length];
+      const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+      if (to === undefined) return;
+      e.preventDefault();
+      const next = tabs[(to + tabs.length) % tabs.length];
       next.focus();
       select(next);
     });

@@ -1,7 +1,6 @@
 // Transcribe: an uploaded file, its text as it streams in, a word-level player and downloads.
 import { $, api, captions, download, events, failure, itemAt } from "./common.js";
 
-const COLOURS = ["#0b57a4", "#a4300b", "#2e7d32", "#6a1b9a", "#8d5b00", "#00695c"];
 let timed = [];       // [{start, end, el}] of the words (or segments) on screen, by start
 let current = -1;
 let last = null;      // {result, format, file, fields}
@@ -45,17 +44,17 @@ async function addSpeakers(form) {
   }
 }
 
+/** Each speaker's colour, in turn from the stylesheet's palette of --speakers colours. */
 function speakerColour(speakers, name) {
-  if (!speakers.has(name)) speakers.set(name, COLOURS[speakers.size % COLOURS.length]);
+  const colours = Number(getComputedStyle(document.documentElement).getPropertyValue("--speakers")) || 1;
+  if (!speakers.has(name)) speakers.set(name, speakers.size % colours);
   return speakers.get(name);
 }
 
 function segmentLine(segment, speakers) {
   const p = document.createElement("p");
   p.className = "seg";
-  const colour = speakerColour(speakers, segment.speaker);
-  p.style.setProperty("--spk", colour);
-  p.style.setProperty("--spk-text", colour);
+  p.dataset.colour = String(speakerColour(speakers, segment.speaker));
   const who = document.createElement("span");
   who.className = "speaker";
   who.textContent = segment.speaker;
