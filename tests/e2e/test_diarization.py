@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,6 @@ import soundfile as sf
 from tests.conftest import DEV_DIR
 from voxlane.bench.conversations import Conversation, build, load_pieces, wav_bytes
 from voxlane.bench.diarize import der, named_right
-
-pytestmark = pytest.mark.skipif(
-    os.environ.get("VOXLANE_TEST_RAY") == "1", reason="diarization is not served on Ray Serve (docs/diarization.md)"
-)
 
 DER_BOUND = 0.10
 """The bound on the mean DER without overlap. This conversation (seed 2, 41.5 s) measured 5.4%; over
