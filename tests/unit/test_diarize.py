@@ -199,3 +199,22 @@ def test_more_speakers_than_regions_gives_one_a_region() -> None:
     labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(4, 2.0), SpeakerCount(6, 6))
     assert len(centroids) == 4
     assert sorted(labels.tolist()) == [0, 1, 2, 3]
+
+
+def test_num_speakers_folds_a_cough_before_merging_speakers() -> None:
+    # Two speakers who sound alike (cosine 0.5, as two voices of the dev set) and a cough (a voice unlike
+    # both, with too little speech): num_speakers=2 must give the two speakers, the cough folded into one of
+    # them, not the cough kept and the two speakers merged as the most alike pair.
+    rng = np.random.default_rng(5)
+    a, side, cough = voices(3, rng)
+    side -= (side @ a) * a
+    b = 0.5 * a + np.sqrt(0.75) * side / np.linalg.norm(side)
+    cough -= (cough @ a) * a + (cough @ b) * b
+    cough /= np.linalg.norm(cough)
+    embeddings = np.concatenate(
+        [regions_of(a, 10, 0.3, rng), regions_of(b, 10, 0.3, rng), regions_of(cough, 2, 0.3, rng)]
+    )
+    weights = np.array([2.0] * 20 + [1.0] * 2)
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights, SpeakerCount(2, 2))
+    assert len(centroids) == 2
+    assert agreement(labels[:20], np.repeat([0, 1], 10)) == 1.0 and labels[0] != labels[10]

@@ -9,8 +9,8 @@ cover it (:func:`partial_starts`). Then, here:
   then centroid linkage down to ``merge_threshold`` (a centroid of many partials is a far steadier voice
   print than one region). Clusters of fewer than ``min_points`` partials are folded into the nearest other
   one (a cough, a laugh), then each region goes to its nearest centroid. The speaker count comes out of it,
-  unless the request bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and the
-  second goes on merging the most alike centroids past its threshold down to the upper one.
+  unless the request bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and once
+  the small clusters are folded the most alike centroids are merged past the threshold down to the upper one.
   Bounded work and memory: more than ``MAX_POINTS`` regions (a long file) are first averaged in runs of
   neighbours, and every region is then assigned to the centroids.
 - :func:`label_words`: each word takes the speaker whose centroid is most like the regions that overlap it,
@@ -110,13 +110,18 @@ def cluster(
     )
     weights = np.add.reduceat(point_weights, firsts)
     members = _agglomerate(points, weights, threshold, count.low)
-    members = _merge_centroids(points, weights, members, merge_threshold, count)
+    members = _merge_centroids(points, weights, members, merge_threshold, SpeakerCount(count.low))
     centroids = _centroids(points, members)
     big = [k for k in range(len(centroids)) if weights[members == k].sum() >= min_points]
     if big and len(big) < count.low:  # the bound keeps the heaviest small ones too
         big = sorted(np.argsort(-np.bincount(members, weights))[: count.low].tolist())
     if big and len(big) < len(centroids):
         centroids = centroids[big]
+    if count.high is not None and len(centroids) > count.high:
+        # The upper bound only once the small clusters are folded: merged before, a cough would stay a
+        # speaker and two real speakers would become one.
+        members = _merge_centroids(points, weights, np.argmax(points @ centroids.T, axis=1), merge_threshold, count)
+        centroids = _centroids(points, members)
     labels = np.argmax(embeddings @ centroids.T, axis=1)
     for _ in range(2):  # settle: centroids of what was assigned, then assign again
         keep = [k for k in range(len(centroids)) if np.any(labels == k)]
