@@ -13,9 +13,13 @@ from pydantic_core import PydanticCustomError
 
 from voxlane.languages import LANGUAGES
 
-ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt", "diarized_json"]
+ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt", "diarized_json", "rttm"]
 Task = Literal["transcribe", "translate"]
-RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt", "diarized_json")
+RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt", "diarized_json", "rttm")
+DIARIZED_FORMATS = ("diarized_json", "rttm")
+"""The response formats that say who spoke when: both run diarization."""
+SPEAKER_COUNT_FIELDS = ("num_speakers", "min_speakers", "max_speakers")
+"""voxlane's speaker-count hints, named as pyannote names them."""
 MAX_KNOWN_SPEAKERS = 4
 """OpenAI's limit on known_speaker_names[] / known_speaker_references[]."""
 KNOWN_SPEAKER_REFERENCE_S = (2.0, 10.0)
@@ -96,6 +100,14 @@ class TranscriptionRequest(BaseModel):
     known_speaker_references: list[str] = Field(default_factory=list)
     """With ``diarized_json``: data URLs (``data:audio/wav;base64,...``) of 2 to 10 s of each known speaker
     alone, in any format ``file`` takes."""
+    num_speakers: int | None = Field(default=None, ge=1)
+    """voxlane's, as pyannote's: with ``diarized_json`` or ``rttm``, the number of speakers in the audio, when
+    known: exactly that many are found (fewer only when the audio has fewer stretches of speech)."""
+    min_speakers: int | None = Field(default=None, ge=1)
+    """voxlane's, as pyannote's: with ``diarized_json`` or ``rttm``, at least this many speakers."""
+    max_speakers: int | None = Field(default=None, ge=1)
+    """voxlane's, as pyannote's: with ``diarized_json`` or ``rttm``, at most this many speakers (and at most the
+    server's ``--diarize-max-speakers``)."""
     languages: list[str] = Field(default_factory=list)
     """Accepted for OpenAI's clients; Whisper decodes one language per request (``language``), so this is
     ignored (docs/openai-compatibility.md)."""
@@ -140,11 +152,18 @@ class TranscriptionRequest(BaseModel):
         if self.stream and fmt not in ("json", "text", "diarized_json"):
             raise _rule(
                 "stream=true sends text deltas (or diarized segments); use response_format 'json', 'text' or "
-                "'diarized_json' with it",
+                "'diarized_json' with it (rttm is one file: send it without stream)",
                 "stream",
             )
-        if fmt == "diarized_json":
-            return self
+        if fmt in DIARIZED_FORMATS:
+            return self._speaker_counts_agree()
+        hinted = next((name for name in SPEAKER_COUNT_FIELDS if getattr(self, name) is not None), None)
+        if hinted is not None:
+            raise _rule(
+                f"{hinted} tells diarization how many speakers to find; send it with response_format='diarized_json' "
+                "or 'rttm', or leave it out",
+                hinted,
+            )
         if self.include and fmt != "json":
             raise _rule(
                 "include[]=logprobs needs response_format='json' (OpenAI's rule: the other formats have no place "
@@ -153,6 +172,22 @@ class TranscriptionRequest(BaseModel):
             )
         if self.timestamp_granularities and fmt != "verbose_json":
             raise _rule("timestamp_granularities needs response_format='verbose_json'", "timestamp_granularities")
+        return self
+
+    def _speaker_counts_agree(self) -> TranscriptionRequest:
+        """min_speakers <= max_speakers; num_speakers, which wins as in pyannote, must lie within them."""
+        low, high, num = self.min_speakers, self.max_speakers, self.num_speakers
+        if low is not None and high is not None and low > high:
+            raise _rule(
+                f"min_speakers ({low}) is more than max_speakers ({high}); send min_speakers <= max_speakers",
+                "min_speakers",
+            )
+        if num is not None and ((low is not None and num < low) or (high is not None and num > high)):
+            raise _rule(
+                f"num_speakers ({num}) is outside min_speakers..max_speakers ({low or 1}..{high or 'any'}); send "
+                "num_speakers alone, or bounds that hold it",
+                "num_speakers",
+            )
         return self
 
     @field_validator("keywords")

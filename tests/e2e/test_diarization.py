@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,6 @@ import soundfile as sf
 from tests.conftest import DEV_DIR
 from voxlane.bench.conversations import Conversation, build, load_pieces, wav_bytes
 from voxlane.bench.diarize import der, named_right
-
-pytestmark = pytest.mark.skipif(
-    os.environ.get("VOXLANE_TEST_RAY") == "1", reason="diarization is not served on Ray Serve (docs/diarization.md)"
-)
 
 DER_BOUND = 0.10
 """The bound on the mean DER without overlap. This conversation (seed 2, 41.5 s) measured 5.4%; over
@@ -142,3 +137,92 @@ def test_without_the_weights_diarized_json_is_a_400_that_says_what_to_install(co
             )
         plain = client.audio.transcriptions.create(model="whisper-1", file=_file(conversation))
         assert plain.text  # the server still transcribes
+
+
+def _speakers(client, conv: Conversation, **hints: int) -> list[str]:
+    result = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize", file=_file(conv), response_format="diarized_json", extra_body=hints
+    )
+    return sorted({s.speaker for s in result.segments})
+
+
+def test_num_speakers_sets_the_count(client, conversation) -> None:
+    # The two-speaker conversation is found with two on its own (the first test); the hint overrides that.
+    assert _speakers(client, conversation, num_speakers=1) == ["A"]
+    assert _speakers(client, conversation, num_speakers=3) == ["A", "B", "C"]
+
+
+def test_min_and_max_speakers_clamp_the_count(client, conversation) -> None:
+    assert _speakers(client, conversation, min_speakers=3, max_speakers=5) == ["A", "B", "C"]
+    assert _speakers(client, conversation, max_speakers=1) == ["A"]
+
+
+def _rttm_turns(body: str) -> list[dict]:
+    turns = []
+    for line in body.splitlines():
+        fields = line.split(" ")
+        assert len(fields) == 10 and fields[0] == "SPEAKER" and fields[2] == "1", line
+        assert fields[5:7] == ["<NA>", "<NA>"] and fields[8:] == ["<NA>", "<NA>"], line
+        assert all(len(f.split(".")[1]) == 3 for f in fields[3:5]), line  # seconds to 3 decimals
+        start, duration = float(fields[3]), float(fields[4])
+        turns.append({"file": fields[1], "start": start, "end": start + duration, "speaker": fields[7]})
+    return turns
+
+
+def test_rttm_gives_the_speaker_turns_as_nist_lines(client, conversation) -> None:
+    raw = client.audio.transcriptions.with_raw_response.create(
+        model="gpt-4o-transcribe-diarize",
+        file=("two people talking.wav", wav_bytes(conversation.pcm), "audio/wav"),
+        response_format="rttm",  # type: ignore[arg-type]  # voxlane's format: the SDK does not list it
+        extra_body={"num_speakers": 2},
+    )
+    assert raw.headers["content-type"].startswith("text/plain")
+    turns = _rttm_turns(raw.http_response.text)
+    assert {t["file"] for t in turns} == {"two_people_talking"}
+    assert {t["speaker"] for t in turns} == {"A", "B"}
+    assert der(conversation, turns)["der"] <= DER_BOUND
+
+
+def _bad_hint(client, conv: Conversation, fmt: str, stream: bool = False, **fields: object) -> dict:
+    names = fields.pop("known_speaker_names", [])
+    with pytest.raises(openai.BadRequestError) as err:
+        client.audio.transcriptions.create(
+            model="whisper-1",
+            file=_file(conv),
+            response_format=fmt,  # type: ignore[arg-type]
+            stream=stream,  # type: ignore[arg-type]
+            known_speaker_names=names,  # type: ignore[arg-type]
+            known_speaker_references=["data:audio/wav;base64,"] * len(names),  # type: ignore[arg-type]
+            extra_body=fields,
+        )
+    body = err.value.body if isinstance(err.value.body, dict) else {}
+    assert "send" in str(body.get("message")), body
+    return body
+
+
+@pytest.mark.parametrize(
+    ("fmt", "fields", "param", "expected"),
+    [
+        pytest.param("json", {"num_speakers": 2}, "num_speakers", "diarized_json", id="not_diarized"),
+        pytest.param("diarized_json", {"num_speakers": 0}, "num_speakers", "greater than or equal to 1", id="zero"),
+        pytest.param("diarized_json", {"max_speakers": "two"}, "max_speakers", "integer", id="not_a_number"),
+        pytest.param("rttm", {"min_speakers": 3, "max_speakers": 2}, "min_speakers", "min_speakers <=", id="min_max"),
+        pytest.param("diarized_json", {"num_speakers": 5, "max_speakers": 4}, "num_speakers", "outside", id="outside"),
+        pytest.param("diarized_json", {"min_speakers": 17}, "min_speakers", "--diarize-max-speakers", id="limit"),
+        pytest.param(
+            "diarized_json",
+            {"num_speakers": 1, "known_speaker_names": ["agent", "customer"]},
+            "num_speakers",
+            "known speakers",
+            id="known_do_not_fit",
+        ),
+    ],
+)
+def test_bad_speaker_counts_are_400s(client, conversation, fmt, fields, param, expected) -> None:
+    body = _bad_hint(client, conversation, fmt, **fields)
+    assert body.get("param") == param and expected in str(body.get("message")), body
+
+
+def test_rttm_cannot_stream(client, conversation) -> None:
+    body = _bad_hint(client, conversation, "rttm", stream=True)
+    assert body.get("param") == "stream" and "rttm is one file" in str(body.get("message")), body

@@ -44,7 +44,7 @@ def test_served_schema_is_the_fuzzed_one(server: ServerProcess) -> None:
     body = served["paths"]["/v1/audio/transcriptions"]["post"]["requestBody"]["content"]["multipart/form-data"]
     fields = body["schema"]["properties"]
     assert fields["file"]["format"] == "binary"
-    assert fields["response_format"]["enum"] == ["json", "text", "verbose_json", "srt", "vtt", "diarized_json"]
+    assert fields["response_format"]["enum"] == ["json", "text", "verbose_json", "srt", "vtt", "diarized_json", "rttm"]
     assert fields["timestamp_granularities[]"]["items"]["enum"] == ["segment", "word"]
     assert body["schema"]["required"] == ["file", "model"]
     for path, operations in served["paths"].items():

@@ -24,7 +24,9 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import Clip, RayCluster, ServerProcess, metric, pid_alive, ray_server
+from tests.conftest import DEV_DIR, Clip, RayCluster, ServerProcess, metric, pid_alive, ray_server
+from voxlane.bench.conversations import build, load_pieces, wav_bytes
+from voxlane.bench.diarize import der
 from voxlane.bench.wer import wer
 
 ENGINE = "VoxlaneEngine"
@@ -98,6 +100,27 @@ def test_transcription_and_streaming_speech_through_the_openai_client(ray_voxlan
     with pytest.raises(openai.NotFoundError) as err, clip.path.open("rb") as f:
         client.audio.transcriptions.create(model="whisper-9", file=f)
     assert "whisper-tiny.en" in err.value.body["message"] and "GET /v1/models" in err.value.body["message"]
+
+
+def test_diarization_embeds_speakers_on_the_replicas(ray_voxlane) -> None:
+    # The two-speaker conversation of tests/e2e/test_diarization.py: its windows and speaker windows are
+    # calls spread over both replicas, whose engines run the speaker encoder; the ingress clusters.
+    conv = build(load_pieces(DEV_DIR), 1, seed=2, known=True, max_s=40.0, n_speakers=2)[0]
+    client = _client(ray_voxlane)
+    result = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize",
+        file=("conversation.wav", wav_bytes(conv.pcm), "audio/wav"),
+        response_format="diarized_json",
+    )
+    assert list(dict.fromkeys(s.speaker for s in result.segments)) == ["A", "B"]
+    assert der(conv, [s.model_dump() for s in result.segments])["der"] <= 0.10
+    raw = client.audio.transcriptions.with_raw_response.create(
+        model="whisper-1",
+        file=("conversation.wav", wav_bytes(conv.pcm), "audio/wav"),
+        response_format="rttm",  # type: ignore[arg-type]  # voxlane's format: the SDK does not list it
+        extra_body={"num_speakers": 1},
+    )
+    assert {line.split()[7] for line in raw.http_response.text.splitlines()} == {"A"}
 
 
 def _timed(items: Iterable[T], sent_s: float) -> tuple[list[T], list[float]]:

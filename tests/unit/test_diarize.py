@@ -11,7 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxlane.speakers.diarize import MAX_POINTS, MIN_POINTS, Region, TimedWord, cluster, diarize, label_words
+from voxlane.speakers.diarize import (
+    MAX_POINTS,
+    MIN_POINTS,
+    Region,
+    SpeakerCount,
+    TimedWord,
+    cluster,
+    diarize,
+    label_words,
+)
 
 DIM = 64
 THRESHOLD, MERGE_THRESHOLD = 0.65, 0.8  # the server's defaults (--diarize-threshold, --diarize-merge-threshold)
@@ -155,3 +164,57 @@ def test_diarize_names_speakers_in_order_of_appearance_and_cuts_segments_at_chan
         ("B", "w8 w9 w10 w11"),
     ]
     assert segments[0].start == pytest.approx(0.1) and segments[-1].end == pytest.approx(23.7)
+
+
+@pytest.mark.parametrize(("n_speakers", "asked"), [(2, 1), (2, 3), (3, 2), (3, 4), (1, 2)])
+def test_num_speakers_gives_exactly_that_many(n_speakers: int, asked: int) -> None:
+    # Fewer than the voices: the most alike are merged past the threshold; more: the cut of the clustering
+    # at that many (a voice split in two). Either way every true speaker's regions stay together or are split,
+    # never mixed with another's when there are enough clusters.
+    for seed in range(3):
+        embeddings, truth = conversation(n_speakers, 4 * n_speakers, 5, noise=0.3, seed=seed)
+        count = SpeakerCount(asked, asked)
+        labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(len(truth), 2.0), count)
+        assert len(centroids) == asked, f"seed {seed}"
+        if asked >= n_speakers:
+            assert agreement(truth, labels) == 1.0  # each cluster holds one true speaker's regions
+
+
+def test_min_and_max_speakers_clamp_the_automatic_count() -> None:
+    embeddings, truth = conversation(3, 12, 5, noise=0.3, seed=1)
+    weights = np.full(len(truth), 2.0)
+
+    def found(low: int, high: int | None) -> int:
+        count = SpeakerCount(low, high)
+        return len(cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights, count)[1])
+
+    assert found(1, None) == 3
+    assert found(2, 5) == 3  # within the bounds: the automatic count
+    assert found(4, None) == 4
+    assert found(1, 2) == 2
+
+
+def test_more_speakers_than_regions_gives_one_a_region() -> None:
+    embeddings, _ = conversation(2, 2, 2, noise=0.3, seed=4)  # four regions
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(4, 2.0), SpeakerCount(6, 6))
+    assert len(centroids) == 4
+    assert sorted(labels.tolist()) == [0, 1, 2, 3]
+
+
+def test_num_speakers_folds_a_cough_before_merging_speakers() -> None:
+    # Two speakers who sound alike (cosine 0.5, as two voices of the dev set) and a cough (a voice unlike
+    # both, with too little speech): num_speakers=2 must give the two speakers, the cough folded into one of
+    # them, not the cough kept and the two speakers merged as the most alike pair.
+    rng = np.random.default_rng(5)
+    a, side, cough = voices(3, rng)
+    side -= (side @ a) * a
+    b = 0.5 * a + np.sqrt(0.75) * side / np.linalg.norm(side)
+    cough -= (cough @ a) * a + (cough @ b) * b
+    cough /= np.linalg.norm(cough)
+    embeddings = np.concatenate(
+        [regions_of(a, 10, 0.3, rng), regions_of(b, 10, 0.3, rng), regions_of(cough, 2, 0.3, rng)]
+    )
+    weights = np.array([2.0] * 20 + [1.0] * 2)
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights, SpeakerCount(2, 2))
+    assert len(centroids) == 2
+    assert agreement(labels[:20], np.repeat([0, 1], 10)) == 1.0 and labels[0] != labels[10]

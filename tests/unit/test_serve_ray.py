@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 from voxlane.config import ServerConfig, add_serve_arguments, serve_config_from_args
 from voxlane.engine.client import EngineHandle
 from voxlane.errors import EngineUnavailable, InvalidRequest, QueueFull, VoxlaneError
-from voxlane.messages import Ready, TranscribeOptions, WindowRequest, WindowResult
+from voxlane.messages import Ready, SpeakerResult, SpeakerWindow, TranscribeOptions, WindowRequest, WindowResult
 from voxlane.serve_ray.client import RayEngineClient
 from voxlane.serve_ray.deploy import (
     ENGINE_DEPLOYMENT,
@@ -132,9 +132,13 @@ class _Method:
 class _Replicas:
     """Stands in for the ``VoxlaneEngine`` deployment's handle: one replica that answers every window."""
 
-    def __init__(self) -> None:
+    def __init__(self, speakers: str | None = None) -> None:
         async def ready() -> Ready:
-            return Ready("fake", False, 80)
+            return Ready("fake", False, 80, speakers=speakers)
+
+        async def speaker(msg: SpeakerWindow, mel: np.ndarray) -> SpeakerResult:
+            vectors = np.full((len(msg.spans), 4), len(mel), np.float32)
+            return SpeakerResult(msg.request_id, msg.index, vectors.tobytes(), 4, [1] * len(msg.spans))
 
         async def window(msg: WindowRequest, features: np.ndarray) -> WindowResult | ReplicaError:
             if msg.request_id == "refused":
@@ -143,6 +147,29 @@ class _Replicas:
 
         self.ready = _Method(ready)
         self.window = _Method(window)
+        self.speaker = _Method(speaker)
+
+
+def test_the_ray_client_sends_speaker_windows_to_the_replicas() -> None:
+    # Diarization on Ray: each speaker window is one call, answered by a replica's engine; the ingress
+    # diarizes when the replica that answered at start has the speaker encoder, and says why not otherwise.
+    async def main() -> None:
+        client = RayEngineClient(ServerConfig(), _Replicas())  # type: ignore[arg-type]
+        await client.start(timeout_s=5)
+        assert client.diarize_problem is None
+        async with client.speakers("req-spk", 2) as stream:
+            for index, frames in ((1, 300), (0, 200)):
+                await client.send(SpeakerWindow("req-spk", index, 2, frames, [(0, 100)]), np.zeros((frames, 40)))
+            results = [result async for result in stream.results(5)]
+        assert [(r.index, float(r.array()[0, 0])) for r in results] == [(0, 200.0), (1, 300.0)]
+        await client.close()
+        missing = RayEngineClient(ServerConfig(), _Replicas(speakers="no speaker encoder"))  # type: ignore[arg-type]
+        assert missing.diarize_problem == "no engine replica is ready"
+        await missing.start(timeout_s=5)
+        assert missing.diarize_problem == "no speaker encoder"
+        await missing.close()
+
+    asyncio.run(main())
 
 
 def test_the_ray_client_is_an_engine_handle_that_admits_sends_and_reads_results() -> None:

@@ -171,7 +171,8 @@ def _add_diarize_parser(bench_sub: argparse._SubParsersAction) -> None:
         help="diarization on synthetic conversations of the dev set's speakers: DER, speaker count, WER, CPU",
         description="Build conversations of 2-4 dev-set speakers (voxlane/bench/conversations.py), transcribe each "
         "plainly, diarized and with its speakers named, at a running voxlane server; then --concurrency diarized "
-        "transcriptions at once while /health is probed. Prints DER (0.25 s collar), the share of files with the "
+        "transcriptions at once while /health is probed. Prints DER (0.25 s collar) with its missed speech, false "
+        "alarm and speaker confusion apart, the share of files with the "
         "right speaker count, known speakers named right, WER (diarized and plain), CPU seconds per audio minute "
         "and /health p99 (docs/diarization.md).",
     )
@@ -187,6 +188,14 @@ def _add_diarize_parser(bench_sub: argparse._SubParsersAction) -> None:
     diarize.add_argument("--seed", type=int, default=0, help="seed of the conversations (default: 0)")
     diarize.add_argument("--concurrency", type=int, default=8, help="diarized requests at once (default: 8)")
     diarize.add_argument("--model", default="gpt-4o-transcribe-diarize", help="model= (default: %(default)s)")
+    diarize.add_argument(
+        "--num-speakers",
+        choices=("auto", "truth"),
+        default="auto",
+        help="auto: the server finds the speaker count; truth: each diarized request sends the conversation's "
+        "true count as num_speakers (default: %(default)s)",
+    )
+    diarize.add_argument("--rttm-dir", help="write each conversation's reference and hypothesis RTTM here")
     diarize.add_argument("--save", help="write the figures and the per-file rows to this JSON file")
     diarize.set_defaults(func=_guard(_diarize))
 
@@ -202,6 +211,8 @@ def _diarize(args: argparse.Namespace) -> int:
         args.seed,
         args.concurrency,
         args.model,
+        truth_count=args.num_speakers == "truth",
+        rttm_dir=Path(args.rttm_dir) if args.rttm_dir else None,
     )
     result = diarize.run(opts)
     print(diarize.format_summary(result))

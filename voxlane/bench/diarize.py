@@ -8,7 +8,9 @@ transcriptions at once while a probe GETs /health every 5 ms. Figures:
 
 - DER: (missed + false alarm + confusion) / reference speech, in 10 ms frames, with a collar of 0.25 s
   around every reference boundary left out, hypothesis speakers mapped to the reference's one to one (the
-  mapping with the most overlap); overlapped frames count each speaker.
+  mapping with the most overlap); overlapped frames count each speaker. Its three parts are reported apart.
+  With ``--num-speakers truth`` each diarized request sends the conversation's true speaker count as
+  ``num_speakers``; with ``--rttm-dir`` each conversation's reference and hypothesis are written as RTTM.
 - the share of files whose speaker count is right;
 - named right: the share of the known-speaker run's segments whose name is the reference speaker that holds
   most of the segment's time;
@@ -44,6 +46,7 @@ from voxlane.bench.conversations import (
 from voxlane.bench.health_probe import HealthProbe
 from voxlane.bench.metrics import percentile
 from voxlane.bench.wer import error_counts, text_normaliser
+from voxlane.speakers.rttm import to_rttm
 
 COLLAR_S = 0.25
 FRAME_S = 0.01
@@ -119,6 +122,10 @@ class Options:
     seed: int
     concurrency: int
     model: str
+    truth_count: bool = False
+    """Send each conversation's true speaker count as ``num_speakers``."""
+    rttm_dir: Path | None = None
+    """Where to write ``NAME.ref.rttm`` and ``NAME.hyp.rttm`` for each conversation."""
 
 
 def _transcribe(client: httpx.Client, opts: Options, conv: Conversation, fields: dict[str, Any]) -> dict[str, Any]:
@@ -154,8 +161,10 @@ def run(opts: Options) -> dict[str, Any]:
         cpu0 = _cpu_s(client)
         plain = _transcribe(client, opts, conv, {})
         cpu1 = _cpu_s(client)
-        diar = _transcribe(client, opts, conv, {"response_format": "diarized_json"})
+        diar = _transcribe(client, opts, conv, _diarized_fields(opts, conv))
         cpu2 = _cpu_s(client)
+        if opts.rttm_dir is not None:
+            write_rttm(opts.rttm_dir, conv, diar["segments"])
         row: dict[str, Any] = {
             "name": conv.name,
             "duration_s": conv.duration_s,
@@ -167,6 +176,7 @@ def run(opts: Options) -> dict[str, Any]:
             "diarized_errors": error_counts([conv.text], [diar["text"]], normalise),
             "cpu_plain_s": cpu1 - cpu0,
             "cpu_diarized_s": cpu2 - cpu1,
+            "num_speakers_sent": opts.truth_count,
         }
         if conv.references:
             names = sorted(conv.references)
@@ -184,12 +194,28 @@ def run(opts: Options) -> dict[str, Any]:
         rows.append(row)
         print(
             f"{conv.name:24s} {conv.duration_s:5.1f} s  speakers {row['speakers']} found {row['found']}  "
-            f"DER {row['der']:.1%}  cpu {row['cpu_plain_s']:.1f} -> {row['cpu_diarized_s']:.1f} s"
+            f"DER {row['der']:.1%} (miss {row['missed']:.1%} FA {row['false_alarm']:.1%} "
+            f"conf {row['confusion']:.1%})  cpu {row['cpu_plain_s']:.1f} -> {row['cpu_diarized_s']:.1f} s"
             + (f"  named {row['named_right']}/{row['named_segments']}" if "named_right" in row else ""),
             flush=True,
         )
     health = _health_under_load(client, opts, plain_set)
     return _summary(rows, health)
+
+
+def _diarized_fields(opts: Options, conv: Conversation) -> dict[str, Any]:
+    fields: dict[str, Any] = {"response_format": "diarized_json"}
+    if opts.truth_count:
+        fields["num_speakers"] = len(conv.speakers)
+    return fields
+
+
+def write_rttm(folder: Path, conv: Conversation, segments: list[dict[str, Any]]) -> None:
+    """The conversation's reference turns and the server's segments, as ``NAME.ref.rttm`` / ``NAME.hyp.rttm``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{conv.name}.ref.rttm").write_text(to_rttm(conv.name, ((t.start, t.end, t.speaker) for t in conv.turns)))
+    hyp = to_rttm(conv.name, ((s["start"], s["end"], s["speaker"]) for s in segments))
+    (folder / f"{conv.name}.hyp.rttm").write_text(hyp)
 
 
 def _health_under_load(client: httpx.Client, opts: Options, convs: list[Conversation]) -> dict[str, Any]:
@@ -199,7 +225,7 @@ def _health_under_load(client: httpx.Client, opts: Options, convs: list[Conversa
 
     def one(conv: Conversation) -> None:
         try:
-            _transcribe(client, opts, conv, {"response_format": "diarized_json"})
+            _transcribe(client, opts, conv, _diarized_fields(opts, conv))
         except Exception as exc:
             errors.append(repr(exc))
 
@@ -236,10 +262,18 @@ def _summary(rows: list[dict[str, Any]], health: dict[str, Any]) -> dict[str, An
     minutes = sum(r["duration_s"] for r in rows) / 60
     cpu_plain = sum(r["cpu_plain_s"] for r in rows)
     cpu_diar = sum(r["cpu_diarized_s"] for r in rows)
+
+    def mean(key: str, subset: list[dict[str, Any]]) -> float | None:
+        return float(np.mean([r[key] for r in subset])) if subset else None
+
     return {
         "files": len(rows),
-        "mean_der_no_overlap": float(np.mean([r["der"] for r in clean])) if clean else None,
-        "mean_der_overlap": float(np.mean([r["der"] for r in over])) if over else None,
+        "num_speakers_sent": rows[0].get("num_speakers_sent", False) if rows else False,
+        **{
+            f"mean_{key}_{name}": mean(key, subset)
+            for key in ("der", "missed", "false_alarm", "confusion")
+            for name, subset in (("no_overlap", clean), ("overlap", over))
+        },
         "speaker_count_right": sum(r["found"] == r["speakers"] for r in rows) / len(rows),
         "named_right": sum(r["named_right"] for r in named) / max(1, sum(r["named_segments"] for r in named)),
         "wer_plain": wer("plain_errors", rows),
@@ -261,8 +295,14 @@ def format_summary(result: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"files: {result['files']}",
+            f"num_speakers sent (the true count): {'yes' if result['num_speakers_sent'] else 'no'}",
             f"mean DER (collar {COLLAR_S} s), no overlap: {pct(result['mean_der_no_overlap'])}; "
             f"with 0.5 s overlaps: {pct(result['mean_der_overlap'])}",
+            *(
+                f"  {label}: missed {pct(result[f'mean_missed_{name}'])}, false alarm "
+                f"{pct(result[f'mean_false_alarm_{name}'])}, speaker confusion {pct(result[f'mean_confusion_{name}'])}"
+                for label, name in (("no overlap", "no_overlap"), ("overlap", "overlap"))
+            ),
             f"speaker count right: {pct(result['speaker_count_right'])}",
             f"known speakers named right: {pct(result['named_right'])} of segments",
             f"WER diarized {pct(result['wer_diarized'])}, plain {pct(result['wer_plain'])}",

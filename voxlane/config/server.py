@@ -408,6 +408,16 @@ class ServerConfig:
         maximum=1.0,
         group="ASR",
     )
+    diarize_max_speakers: int = setting(
+        16,
+        "diarization: the most speakers a request's num_speakers or max_speakers may ask for (the count found "
+        "without them is not capped)",
+        minimum=1,
+        maximum=600,
+        group="ASR",
+    )
+    """Bounds what one request can make the clustering do; 16 is more than a meeting's speakers, far under the
+    600 points clustered (its maximum: MAX_POINTS, voxlane/speakers/diarize.py)."""
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Every accepted key, from --api-key and --api-keys-file; empty = no key needed."""
     text_workers: int = 1

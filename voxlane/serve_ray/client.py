@@ -4,7 +4,8 @@ admission and streams), with Ray Serve's deployment handle where ``EngineClient`
 its engine process.
 
 Admission (the bounded queues, 429 + Retry-After) stays here, at the ingress, as on the direct path. Each
-window or speech unit that a route sends is one call on the ``VoxlaneEngine`` deployment: Ray picks the
+window, speech unit or speaker window (a diarized transcription's) that a route sends is one call on the
+``VoxlaneEngine`` deployment: Ray picks the
 replica (the least loaded of two at random), and the call's result is put on the request's stream. A
 replica that dies under its calls fails them with a 503 and ``Retry-After`` (Ray sends the next calls to
 the replicas left, and starts a new one); a stream left early (done, failed, the client gone) cancels its
@@ -64,16 +65,19 @@ class RayEngineClient(EngineFront):
 
     @property
     def diarize_problem(self) -> str | None:
-        return "diarization is not served on Ray Serve yet (--ray-address); serve without it"
+        """Why the replicas cannot diarize (the one that answered at start has no speaker encoder), or None."""
+        if self.ready is None:
+            return "no engine replica is ready"
+        return self.ready.speakers
 
     async def send(self, msg: WindowRequest | SpeakerWindow | SpeechUnit, features: np.ndarray | None = None) -> None:
-        """Send one window (with its log-mel ``features``) or one speech unit of an open stream to a replica;
-        returns at once, and the replica's answer goes to the stream. (No speaker windows: see
-        ``diarize_problem``.)"""
+        """Send one window (with its log-mel ``features``), one speaker window (with its speaker mel) or one
+        speech unit of an open stream to a replica; returns at once, and the replica's answer goes to the
+        stream."""
         self.check_alive()
         entry = self._streams.get(msg.request_id)
-        if entry is None or isinstance(msg, SpeakerWindow):
-            return  # the stream is gone (its calls are cancelled), or speaker windows, which are not served here
+        if entry is None:
+            return  # the stream is gone: its calls are cancelled
         call = asyncio.create_task(self._call(entry[1], msg, features), name=f"voxlane-ray-{msg.request_id[:8]}")
         calls = self._calls.setdefault(msg.request_id, set())
         calls.add(call)
@@ -103,10 +107,14 @@ class RayEngineClient(EngineFront):
             raise verdict.error()
         return verdict
 
-    async def _call(self, stream: ResultStream[Any], msg: WindowRequest | SpeechUnit, features: Any) -> None:
+    async def _call(
+        self, stream: ResultStream[Any], msg: WindowRequest | SpeakerWindow | SpeechUnit, features: Any
+    ) -> None:
         try:
             if isinstance(msg, WindowRequest):
                 result = await self.handle.window.remote(msg, features)
+            elif isinstance(msg, SpeakerWindow):
+                result = await self.handle.speaker.remote(msg, features)
             else:
                 result = await self.handle.unit.remote(msg)
         except asyncio.CancelledError:
@@ -117,7 +125,8 @@ class RayEngineClient(EngineFront):
         if isinstance(result, ReplicaError):
             stream.fail(result.error())
             return
-        self.admission.done(msg.request_id, msg.index, time.monotonic())
+        if not isinstance(msg, SpeakerWindow):  # a speaker window's queue room is its transcription's
+            self.admission.done(msg.request_id, msg.index, time.monotonic())
         stream.put(msg.index, result)
 
     def _close(self, stream: ResultStream[Any], abort: bool) -> None:

@@ -1,6 +1,7 @@
 """EngineReplica: one engine replica of the Ray Serve deployment. It owns a local voxlane engine, the same
 engine process and ``EngineClient`` (with its supervisor and admission) as ``voxlane serve``, and serves
-one window or one speech unit per call.
+one window, one speaker window (the speaker embeddings of a diarized transcription's window or reference
+clip, on the engine's speaker thread) or one speech unit per call.
 
 Each call is its own engine request (``<request id>-<index>``): the windows of one transcription and the
 units of one speech stream are independent work for the engine (no window reads another's text), so Ray may
@@ -21,7 +22,15 @@ import numpy as np
 from voxlane.config import ServerConfig
 from voxlane.engine.client import EngineClient, SpeechResult
 from voxlane.errors import EngineUnavailable, QueueFull, VoxlaneError
-from voxlane.messages import Ready, SpeechUnit, VoiceProbed, WindowRequest, WindowResult
+from voxlane.messages import (
+    Ready,
+    SpeakerResult,
+    SpeakerWindow,
+    SpeechUnit,
+    VoiceProbed,
+    WindowRequest,
+    WindowResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +82,19 @@ class EngineReplica:
         except VoxlaneError as exc:
             return ReplicaError.of(exc)
         return ReplicaError(500, "the engine closed the window without a result")
+
+    async def speaker(self, msg: SpeakerWindow, mel: np.ndarray) -> SpeakerResult | ReplicaError:
+        """Embed one speaker window's speech regions (its speaker ``mel``) in this replica's engine, where its
+        speaker encoder runs; the result carries the caller's id and index."""
+        local_id = f"{msg.request_id}-{msg.index}"
+        try:
+            async with self.engine.speakers(local_id, 1) as stream:
+                await self.engine.send(msgspec.structs.replace(msg, request_id=local_id, index=0, count=1), mel)
+                async for result in stream.results(self.config.request_timeout_s):
+                    return msgspec.structs.replace(result, request_id=msg.request_id, index=msg.index)
+        except VoxlaneError as exc:
+            return ReplicaError.of(exc)
+        return ReplicaError(500, "the engine closed the speaker window without a result")
 
     async def unit(self, msg: SpeechUnit) -> SpeechResult | ReplicaError:
         """Speak one unit (a sentence or clause, already phonemised): its audio message and int16 PCM."""

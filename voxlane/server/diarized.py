@@ -1,7 +1,7 @@
-"""``response_format=diarized_json``: who said what. The route's side of diarization: the form's
-rules (400s), the known speakers' clips, and the answer's shape. The engine embeds the speech regions
-(``SpeakerWindow``); the clustering and the words' speakers are pure functions (voxlane/speakers/diarize.py)
-run here on the audio pool, never on the event loop."""
+"""``response_format=diarized_json`` (and ``rttm``): who said what. The route's side of diarization: the
+form's rules (400s), the known speakers' clips, the speaker-count hints, and the answer's shape. The engine
+embeds the speech regions (``SpeakerWindow``); the clustering and the words' speakers are pure functions
+(voxlane/speakers/diarize.py) run here on the audio pool, never on the event loop."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ import numpy as np
 from voxlane.errors import InvalidRequest
 from voxlane.messages import Segment, SpeakerResult
 from voxlane.protocol import (
+    DIARIZED_FORMATS,
     MAX_KNOWN_SPEAKERS,
+    SPEAKER_COUNT_FIELDS,
     DiarizedSegment,
     DiarizedTranscription,
     Task,
@@ -24,7 +26,7 @@ from voxlane.protocol import (
 )
 from voxlane.server.formats import join_text
 from voxlane.server.state import AppState
-from voxlane.speakers.diarize import MIN_TURN_S, Region, SpeakerSegment, TimedWord, diarize
+from voxlane.speakers.diarize import MIN_TURN_S, Region, SpeakerCount, SpeakerSegment, TimedWord, diarize
 from voxlane.speakers.references import reference_features
 
 
@@ -40,6 +42,8 @@ class Diarization:
     """One diarized request's speaker side: its references, then what the engine sent back."""
 
     references: list[Reference]
+    count: SpeakerCount = field(default_factory=SpeakerCount)
+    """The request's bounds on the speaker count."""
     window_offsets_s: list[float] = field(default_factory=list)
     results: list[SpeakerResult] = field(default_factory=list)
     """In index order: the windows', then the references'."""
@@ -50,17 +54,18 @@ class Diarization:
 def check(state: AppState, task: Task, params: TranscriptionRequest) -> None:
     """The 400s of a diarized request, before its audio is decoded."""
     names, refs = params.known_speaker_names, params.known_speaker_references
-    if params.response_format != "diarized_json":
+    fmt = params.response_format
+    if fmt not in DIARIZED_FORMATS:
         if names or refs:
             raise InvalidRequest(
                 "known_speaker_names[] and known_speaker_references[] name the speakers of "
-                "response_format='diarized_json'; send that format with them, or leave them out",
+                "response_format='diarized_json' (or 'rttm'); send that format with them, or leave them out",
                 param="known_speaker_names" if names else "known_speaker_references",
             )
         return
     if task == "translate":
         raise InvalidRequest(
-            "diarized_json is for /v1/audio/transcriptions; translations have no speakers: send response_format "
+            f"{fmt} is for /v1/audio/transcriptions; translations have no speakers: send response_format "
             "'json', 'text', 'verbose_json', 'srt' or 'vtt'",
             param="response_format",
         )
@@ -73,7 +78,7 @@ def check(state: AppState, task: Task, params: TranscriptionRequest) -> None:
         )
     if params.timestamp_granularities or params.include:
         raise InvalidRequest(
-            "diarized_json takes no timestamp_granularities or include[]: its segments carry their times and "
+            f"{fmt} takes no timestamp_granularities or include[]: its segments carry their times and "
             "speakers; use response_format='verbose_json' for words, 'json' for logprobs",
             param="timestamp_granularities" if params.timestamp_granularities else "include",
         )
@@ -94,6 +99,35 @@ def check(state: AppState, task: Task, params: TranscriptionRequest) -> None:
             "known_speaker_names[] must be distinct, non-empty names (such as 'agent' and 'customer')",
             param="known_speaker_names",
         )
+    _check_counts(state.config.diarize_max_speakers, params)
+
+
+def _check_counts(limit: int, params: TranscriptionRequest) -> None:
+    """The speaker-count hints against the server's limit and the known speakers (the form checked the rest:
+    integers >= 1, min <= max, num within them)."""
+    for name in SPEAKER_COUNT_FIELDS:
+        value = getattr(params, name)
+        if value is not None and value > limit:
+            raise InvalidRequest(
+                f"{name}={value} is over this server's limit of {limit} speakers (--diarize-max-speakers); send "
+                f"at most {limit}",
+                param=name,
+            )
+    known = len(params.known_speaker_names)
+    most = params.num_speakers or params.max_speakers
+    if most is not None and known > most:
+        raise InvalidRequest(
+            f"{known} known speakers were sent, but {'num' if params.num_speakers else 'max'}_speakers is {most}: "
+            f"send at most {most} known speakers, or a count that holds them",
+            param="num_speakers" if params.num_speakers else "max_speakers",
+        )
+
+
+def speaker_count(params: TranscriptionRequest) -> SpeakerCount:
+    """The request's bounds on the speaker count; num_speakers is both, as in pyannote."""
+    if params.num_speakers is not None:
+        return SpeakerCount(params.num_speakers, params.num_speakers)
+    return SpeakerCount(params.min_speakers or 1, params.max_speakers)
 
 
 async def references(state: AppState, params: TranscriptionRequest) -> list[Reference]:
@@ -147,6 +181,7 @@ async def speaker_segments(state: AppState, diarization: Diarization, segments: 
         config.diarize_merge_threshold,
         config.diarize_known_threshold,
         MIN_TURN_S,
+        diarization.count,
     )
 
 

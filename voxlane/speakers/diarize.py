@@ -8,7 +8,9 @@ cover it (:func:`partial_starts`). Then, here:
   average linkage on cosine similarity down to ``threshold`` (pure clusters, a speaker often in several),
   then centroid linkage down to ``merge_threshold`` (a centroid of many partials is a far steadier voice
   print than one region). Clusters of fewer than ``min_points`` partials are folded into the nearest other
-  one (a cough, a laugh), then each region goes to its nearest centroid. The speaker count comes out of it.
+  one (a cough, a laugh), then each region goes to its nearest centroid. The speaker count comes out of it,
+  unless the request bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and once
+  the small clusters are folded the most alike centroids are merged past the threshold down to the upper one.
   Bounded work and memory: more than ``MAX_POINTS`` regions (a long file) are first averaged in runs of
   neighbours, and every region is then assigned to the centroids.
 - :func:`label_words`: each word takes the speaker whose centroid is most like the regions that overlap it,
@@ -37,6 +39,15 @@ MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
 """A run of words shorter than this between two runs of one other speaker is given to that speaker."""
+
+
+@dataclass(frozen=True)
+class SpeakerCount:
+    """A request's bounds on the speaker count (num_speakers is both): the clustering stops merging at
+    ``low`` clusters and merges on, whatever the similarity, down to ``high``."""
+
+    low: int = 1
+    high: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +93,12 @@ def cluster(
     merge_threshold: float,
     min_points: float = 3,
     weights: np.ndarray | None = None,
+    count: SpeakerCount = SpeakerCount(),
 ) -> tuple[np.ndarray, np.ndarray]:
     """(labels per partial, L2-normalised centroids per label); labels are 0..k-1. Two stages: average
     linkage down to ``threshold`` (pure clusters, a speaker often in several), then centroid linkage down to
-    ``merge_threshold`` (a centroid of many partials is a far steadier voice print than one partial)."""
+    ``merge_threshold`` (a centroid of many partials is a far steadier voice print than one partial); both
+    within ``count``'s bounds, which only fewer points than ``count.low`` can break."""
     n = len(embeddings)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros((0, embeddings.shape[1] if embeddings.ndim == 2 else 0))
@@ -96,12 +109,19 @@ def cluster(
         _normalise(np.add.reduceat(embeddings * point_weights[:, None], firsts, axis=0)) if group > 1 else embeddings
     )
     weights = np.add.reduceat(point_weights, firsts)
-    members = _agglomerate(points, weights, threshold)
-    members = _merge_centroids(points, weights, members, merge_threshold)
+    members = _agglomerate(points, weights, threshold, count.low)
+    members = _merge_centroids(points, weights, members, merge_threshold, SpeakerCount(count.low))
     centroids = _centroids(points, members)
     big = [k for k in range(len(centroids)) if weights[members == k].sum() >= min_points]
+    if big and len(big) < count.low:  # the bound keeps the heaviest small ones too
+        big = sorted(np.argsort(-np.bincount(members, weights))[: count.low].tolist())
     if big and len(big) < len(centroids):
         centroids = centroids[big]
+    if count.high is not None and len(centroids) > count.high:
+        # The upper bound only once the small clusters are folded: merged before, a cough would stay a
+        # speaker and two real speakers would become one.
+        members = _merge_centroids(points, weights, np.argmax(points @ centroids.T, axis=1), merge_threshold, count)
+        centroids = _centroids(points, members)
     labels = np.argmax(embeddings @ centroids.T, axis=1)
     for _ in range(2):  # settle: centroids of what was assigned, then assign again
         keep = [k for k in range(len(centroids)) if np.any(labels == k)]
@@ -121,16 +141,17 @@ def _centroids(points: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return _normalise(sums)
 
 
-def _agglomerate(points: np.ndarray, weights: np.ndarray, threshold: float) -> np.ndarray:
+def _agglomerate(points: np.ndarray, weights: np.ndarray, threshold: float, low: int = 1) -> np.ndarray:
     """Average-linkage merges (Lance-Williams updates on the similarity matrix) while the best pair's
-    average similarity is at least ``threshold``; returns each point's cluster, numbered 0..k-1."""
+    average similarity is at least ``threshold`` and more than ``low`` clusters are left; returns each
+    point's cluster, numbered 0..k-1."""
     m = len(points)
     sim = (points @ points.T).astype(np.float64)
     np.fill_diagonal(sim, -np.inf)
     size = weights.copy()
     owner = np.arange(m)
     alive = np.ones(m, dtype=bool)
-    for _ in range(m - 1):
+    for _ in range(m - low):
         flat = int(np.argmax(sim))
         i, j = divmod(flat, m)
         if sim[i, j] < threshold:
@@ -146,18 +167,21 @@ def _agglomerate(points: np.ndarray, weights: np.ndarray, threshold: float) -> n
     return labels
 
 
-def _merge_centroids(points: np.ndarray, weights: np.ndarray, labels: np.ndarray, threshold: float) -> np.ndarray:
-    """Merge the two clusters whose centroids are most alike while that similarity is ``threshold`` or more."""
+def _merge_centroids(
+    points: np.ndarray, weights: np.ndarray, labels: np.ndarray, threshold: float, count: SpeakerCount = SpeakerCount()
+) -> np.ndarray:
+    """Merge the two clusters whose centroids are most alike while that similarity is ``threshold`` or more,
+    or more than ``count.high`` clusters are left, but never below ``count.low``."""
     labels = labels.copy()
     while True:
         ids = np.unique(labels)
-        if len(ids) < 2:
+        if len(ids) <= max(1, count.low):
             return np.unique(labels, return_inverse=True)[1]
         cents = _normalise(np.stack([(points[labels == k] * weights[labels == k, None]).sum(0) for k in ids]))
         sim = cents @ cents.T
         np.fill_diagonal(sim, -np.inf)
         i, j = divmod(int(np.argmax(sim)), len(ids))
-        if sim[i, j] < threshold:
+        if sim[i, j] < threshold and (count.high is None or len(ids) <= count.high):
             return np.unique(labels, return_inverse=True)[1]
         labels[labels == ids[j]] = ids[i]
 
@@ -304,9 +328,10 @@ def diarize(
     merge_threshold: float,
     known_threshold: float,
     min_turn_s: float,
+    count: SpeakerCount = SpeakerCount(),
 ) -> list[SpeakerSegment]:
     """The transcript's words as segments of one speaker each, named (see the module docstring)."""
-    _, centroids = cluster(embeddings, threshold, merge_threshold, MIN_POINTS, weights)
+    _, centroids = cluster(embeddings, threshold, merge_threshold, MIN_POINTS, weights, count)
     similarity = embeddings @ centroids.T if len(centroids) else np.zeros((len(regions), 1))
     word_labels = label_words(words, regions, similarity, min_turn_s)
     order = list(dict.fromkeys(word_labels))

@@ -20,6 +20,7 @@ from voxlane.protocol import (
     FORM_RULE,
     MAX_KNOWN_SPEAKERS,
     RESPONSE_FORMATS,
+    SPEAKER_COUNT_FIELDS,
     ServerVad,
     Task,
     TranscriptionRequest,
@@ -97,10 +98,10 @@ async def _parse(request: Request, state: AppState, limit: UploadLimit) -> tuple
     try:
         return upload, TranscriptionRequest.model_validate(fields)
     except ValidationError as exc:
-        raise _invalid(exc, state.config.model_name) from None
+        raise _invalid(exc, state.config.model_name, state.config.diarize_max_speakers) from None
 
 
-def _invalid(exc: ValidationError, model_name: str) -> InvalidRequest:
+def _invalid(exc: ValidationError, model_name: str, max_speakers: int) -> InvalidRequest:
     """The request's first error, as OpenAI's error JSON says it, with what to send instead."""
     err = exc.errors()[0]
     if err["type"] == FORM_RULE:
@@ -111,6 +112,12 @@ def _invalid(exc: ValidationError, model_name: str) -> InvalidRequest:
     message = err["msg"].removeprefix("Value error, ")
     if param == "response_format":
         message = f"response_format must be one of {', '.join(RESPONSE_FORMATS)}"
+    if param in SPEAKER_COUNT_FIELDS:
+        return InvalidRequest(
+            f"invalid '{param}': {message}; send a whole number of speakers from 1 to {max_speakers} "
+            "(--diarize-max-speakers)",
+            param=param,
+        )
     if param and param.startswith("chunking_strategy"):
         field = param.split(".")[-1]
         detail = f"{field}: {message}; " if field in ServerVad.model_fields and field != "type" else ""

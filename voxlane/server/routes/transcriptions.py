@@ -44,6 +44,7 @@ from voxlane.languages import language_name
 from voxlane.messages import Segment, SpeakerResult, SpeakerWindow, TranscribeOptions, WindowRequest, WindowResult
 from voxlane.models import WhisperModel
 from voxlane.protocol import (
+    DIARIZED_FORMATS,
     DiarizedSegment,
     DiarizedTranscription,
     Logprob,
@@ -68,6 +69,7 @@ from voxlane.server.routes.transcription_form import OPENAPI_BODY, Transcription
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
 from voxlane.speakers.features import window_speaker_features
+from voxlane.speakers.rttm import rttm_file_id, to_rttm
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -77,7 +79,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The transcript, in the shape that response_format (and stream) asks for.",
         "content": {
-            "text/plain": {**_TEXT, "example": "Hello there.\n"},  # text, srt
+            "text/plain": {**_TEXT, "example": "Hello there.\n"},  # text, srt, rttm
             "text/vtt": _TEXT,
             "text/event-stream": sse_content(TranscriptTextDelta, TranscriptTextDone, DiarizedSegment),
         },
@@ -112,8 +114,8 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
     form = await TranscriptionForm.read(request, state, task)
     params = form.params
     diarization = None
-    if params.response_format == "diarized_json":
-        diarization = Diarization(await diarized.references(state, params))
+    if params.response_format in DIARIZED_FORMATS:
+        diarization = Diarization(await diarized.references(state, params), diarized.speaker_count(params))
     # The engine loads the model (when it must) while the audio decodes; a 503 when it takes too long.
     loading = asyncio.ensure_future(state.whisper_model(params.model))
     loading.add_done_callback(lambda t: t.cancelled() or t.exception())  # read when the decode failed first
@@ -144,6 +146,9 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
     state.metrics.audio_seconds.inc(audio.duration_s)
     if diarization is not None:
         parts = await diarized.speaker_segments(state, diarization, segments)
+        if params.response_format == "rttm":
+            turns = ((p.start, p.end, p.speaker) for p in parts)
+            return PlainTextResponse(to_rttm(rttm_file_id(form.upload.filename), turns))
         return JSONResponse(diarized.render(segments, parts, audio.duration_s))
     return _render(params, task, segments, language, audio.duration_s)
 
