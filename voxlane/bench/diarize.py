@@ -41,6 +41,7 @@ from voxlane.bench.conversations import (
     two_speaker_sources,
     wav_bytes,
 )
+from voxlane.bench.hard_conversations import build_hard
 from voxlane.bench.health_probe import HealthProbe
 from voxlane.bench.metrics import percentile
 from voxlane.bench.wer import error_counts, text_normaliser
@@ -119,6 +120,8 @@ class Options:
     seed: int
     concurrency: int
     model: str
+    set_name: str = "default"
+    """"default" (``--conversations`` + ``--overlap-conversations``) or "hard" (bench/hard_conversations.py)."""
 
 
 def _transcribe(client: httpx.Client, opts: Options, conv: Conversation, fields: dict[str, Any]) -> dict[str, Any]:
@@ -147,8 +150,11 @@ def run(opts: Options) -> dict[str, Any]:
         response.raise_for_status()
         words[name] = response.json()["words"]
     piece_texts(speakers, opts.dev_dir, references_file(opts.dev_dir), words)
-    plain_set = build(speakers, opts.conversations, opts.seed, known=True)
-    overlap_set = build(speakers, opts.overlap_conversations, opts.seed + 1, overlap_every=3)
+    if opts.set_name == "hard":
+        plain_set, overlap_set = build_hard(speakers, opts.seed), []
+    else:
+        plain_set = build(speakers, opts.conversations, opts.seed, known=True)
+        overlap_set = build(speakers, opts.overlap_conversations, opts.seed + 1, overlap_every=3)
     rows = []
     for conv in plain_set + overlap_set:
         cpu0 = _cpu_s(client)
@@ -162,6 +168,8 @@ def run(opts: Options) -> dict[str, Any]:
             "speakers": len(conv.speakers),
             "found": len({s["speaker"] for s in diar["segments"]}),
             "overlap": conv.overlap,
+            "voices": {k: [v.gender, round(v.f0_hz)] for k, v in conv.voices.items()},
+            "short_turns": conv.short_turns,
             **der(conv, diar["segments"]),
             "plain_errors": error_counts([conv.text], [plain["text"]], normalise),
             "diarized_errors": error_counts([conv.text], [diar["text"]], normalise),
@@ -241,7 +249,14 @@ def _summary(rows: list[dict[str, Any]], health: dict[str, Any]) -> dict[str, An
         "mean_der_no_overlap": float(np.mean([r["der"] for r in clean])) if clean else None,
         "mean_der_overlap": float(np.mean([r["der"] for r in over])) if over else None,
         "speaker_count_right": sum(r["found"] == r["speakers"] for r in rows) / len(rows),
-        "named_right": sum(r["named_right"] for r in named) / max(1, sum(r["named_segments"] for r in named)),
+        "worst_der": max(rows, key=lambda r: r["der"])["der"],
+        "worst_file": max(rows, key=lambda r: r["der"])["name"],
+        "mean_missed": float(np.mean([r["missed"] for r in rows])),
+        "mean_false_alarm": float(np.mean([r["false_alarm"] for r in rows])),
+        "mean_confusion": float(np.mean([r["confusion"] for r in rows])),
+        "named_right": sum(r["named_right"] for r in named) / sum(r["named_segments"] for r in named)
+        if named
+        else None,
         "wer_plain": wer("plain_errors", rows),
         "wer_diarized": wer("diarized_errors", rows),
         "cpu_s_per_audio_min_plain": cpu_plain / minutes,
@@ -263,6 +278,9 @@ def format_summary(result: dict[str, Any]) -> str:
             f"files: {result['files']}",
             f"mean DER (collar {COLLAR_S} s), no overlap: {pct(result['mean_der_no_overlap'])}; "
             f"with 0.5 s overlaps: {pct(result['mean_der_overlap'])}",
+            f"worst DER: {pct(result['worst_der'])} ({result['worst_file']}); "
+            f"mean missed {pct(result['mean_missed'])}, "
+            f"false alarm {pct(result['mean_false_alarm'])}, confusion {pct(result['mean_confusion'])}",
             f"speaker count right: {pct(result['speaker_count_right'])}",
             f"known speakers named right: {pct(result['named_right'])} of segments",
             f"WER diarized {pct(result['wer_diarized'])}, plain {pct(result['wer_plain'])}",
