@@ -56,15 +56,15 @@ def test_context_mask_pools_each_segment_over_its_own_frames() -> None:
     p = "x"
     w = {
         f"{p}.cam_layer.linear_local.weight": RNG.normal(size=(3, channels, 3)).astype(np.float32),
-        f"{p}.cam_layer.linear1.weight": RNG.normal(size=(4, channels, 1)).astype(np.float32),
+        f"{p}.cam_layer.linear1.weight": RNG.normal(0, 0.2, size=(4, channels, 1)).astype(np.float32),
         f"{p}.cam_layer.linear1.bias": RNG.normal(size=4).astype(np.float32),
-        f"{p}.cam_layer.linear2.weight": RNG.normal(size=(3, 4, 1)).astype(np.float32),
+        f"{p}.cam_layer.linear2.weight": RNG.normal(0, 0.5, size=(3, 4, 1)).astype(np.float32),
         f"{p}.cam_layer.linear2.bias": RNG.normal(size=3).astype(np.float32),
     }
     encoder = CampPlusEncoder.__new__(CampPlusEncoder)
     encoder.w = w
     h = RNG.normal(size=(channels, t)).astype(np.float32) + np.linspace(0, 3, t, dtype=np.float32)
-    got = encoder._cam(h, p, dilation=2)
+    got = encoder._cam(h, p, dilation=2)  # small weights: the mask is not saturated, so the context shows
     seg = np.stack([h[:, (i // SEGMENT) * SEGMENT : (i // SEGMENT + 1) * SEGMENT].mean(axis=1) for i in range(t)], 1)
     context = h.mean(axis=1, keepdims=True) + seg
     z = np.maximum(w[f"{p}.cam_layer.linear1.weight"][:, :, 0] @ context + w[f"{p}.cam_layer.linear1.bias"][:, None], 0)
