@@ -52,18 +52,19 @@ def test_convolutions_match_plain_ones() -> None:
 
 def test_context_mask_pools_each_segment_over_its_own_frames() -> None:
     # torch: avg_pool1d(kernel=stride=100, ceil_mode=True) averages the last, shorter segment over its frames
+    rng = np.random.default_rng(7)
     channels, t = 8, 2 * SEGMENT + 37
     p = "x"
     w = {
-        f"{p}.cam_layer.linear_local.weight": RNG.normal(size=(3, channels, 3)).astype(np.float32),
-        f"{p}.cam_layer.linear1.weight": RNG.normal(0, 0.2, size=(4, channels, 1)).astype(np.float32),
-        f"{p}.cam_layer.linear1.bias": RNG.normal(size=4).astype(np.float32),
-        f"{p}.cam_layer.linear2.weight": RNG.normal(0, 0.5, size=(3, 4, 1)).astype(np.float32),
-        f"{p}.cam_layer.linear2.bias": RNG.normal(size=3).astype(np.float32),
+        f"{p}.cam_layer.linear_local.weight": rng.normal(size=(3, channels, 3)).astype(np.float32),
+        f"{p}.cam_layer.linear1.weight": rng.normal(0, 0.2, size=(4, channels, 1)).astype(np.float32),
+        f"{p}.cam_layer.linear1.bias": rng.normal(size=4).astype(np.float32),
+        f"{p}.cam_layer.linear2.weight": rng.normal(0, 0.5, size=(3, 4, 1)).astype(np.float32),
+        f"{p}.cam_layer.linear2.bias": rng.normal(size=3).astype(np.float32),
     }
     encoder = CampPlusEncoder.__new__(CampPlusEncoder)
     encoder.w = w
-    h = RNG.normal(size=(channels, t)).astype(np.float32) + np.linspace(0, 3, t, dtype=np.float32)
+    h = rng.normal(size=(channels, t)).astype(np.float32) + np.linspace(0, 3, t, dtype=np.float32)
     got = encoder._cam(h, p, dilation=2)  # small weights: the mask is not saturated, so the context shows
     seg = np.stack([h[:, (i // SEGMENT) * SEGMENT : (i // SEGMENT + 1) * SEGMENT].mean(axis=1) for i in range(t)], 1)
     context = h.mean(axis=1, keepdims=True) + seg
