@@ -20,7 +20,6 @@ transcriptions at once while a probe GETs /health every 5 ms. Figures:
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import re
 import threading
@@ -66,11 +65,7 @@ def der(conv: Conversation, segments: list[dict[str, Any]]) -> dict[str, float]:
         hyp[hyp_names.index(s["speaker"]), int(s["start"] / FRAME_S) : int(s["end"] / FRAME_S)] = True
     ref, hyp = ref[:, scored], hyp[:, scored]
     overlap = ref.astype(np.int64) @ hyp.T.astype(np.int64)
-    best = 0
-    k = min(len(ref_names), len(hyp))
-    for rows in itertools.permutations(range(len(ref_names)), k):
-        for cols in itertools.permutations(range(len(hyp)), k):
-            best = max(best, sum(int(overlap[r, c]) for r, c in zip(rows, cols)))
+    best = _best_mapping(overlap)
     n_ref, n_hyp = ref.sum(axis=0), hyp.sum(axis=0)
     total = int(n_ref.sum())
     missed = int(np.maximum(n_ref - n_hyp, 0).sum())
@@ -82,6 +77,21 @@ def der(conv: Conversation, segments: list[dict[str, Any]]) -> dict[str, float]:
         "false_alarm": false_alarm / total,
         "confusion": confusion / total,
     }
+
+
+def _best_mapping(overlap: np.ndarray) -> int:
+    """The most overlap a one-to-one mapping of hypothesis speakers (columns) to reference ones (rows) gets:
+    dynamic programming over the subsets of reference speakers taken, so many hypothesis speakers stay cheap."""
+    best: dict[int, int] = {0: 0}
+    for col in overlap.T:
+        step = dict(best)
+        for taken, total in best.items():
+            for r in range(len(col)):
+                if not taken >> r & 1:
+                    key = taken | 1 << r
+                    step[key] = max(step.get(key, 0), total + int(col[r]))
+        best = step
+    return max(best.values())
 
 
 def named_right(conv: Conversation, segments: list[dict[str, Any]]) -> tuple[int, int]:
