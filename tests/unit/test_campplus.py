@@ -98,3 +98,32 @@ def test_window_features_are_both_encoders_columns() -> None:
     features = speaker_features(pcm)
     assert features.shape == (201, FEATURE_COLUMNS) and features.dtype == np.float32
     np.testing.assert_allclose(features[:, N_MELS:], kaldi_fbank(pcm)[:201], rtol=1e-5, atol=1e-5)
+
+
+def test_the_setting_names_an_encoder_and_its_weights_choose_the_network(tmp_path) -> None:
+    from voxlane.runners.speaker import SpeakerEncoder, load_encoder
+    from voxlane.speakers.weights import DATA_DIR, MODELS, weights_path
+
+    assert weights_path("") == weights_path("ge2e") == DATA_DIR / MODELS["ge2e"].weights_name
+    assert weights_path("campplus") == DATA_DIR / MODELS["campplus"].weights_name
+    assert weights_path(str(tmp_path / "mine.npz")) == tmp_path / "mine.npz"
+    cam = tmp_path / "cam.npz"
+    np.savez(
+        cam,
+        **{
+            "xvector.dense.linear.weight": np.zeros((192, 1024, 1), np.float32),
+            "xvector.block1.tdnnd1.cam_layer.linear_local.weight": np.zeros((32, 128, 3), np.float32),
+        },
+    )
+    assert isinstance(load_encoder(cam), CampPlusEncoder) and load_encoder(cam).dim == 192
+    ge2e = tmp_path / "ge2e.npz"
+    lstm = {}
+    for k in range(3):
+        lstm |= {
+            f"lstm.weight_ih_l{k}": np.zeros((16, 40 if k == 0 else 4), np.float32),
+            f"lstm.weight_hh_l{k}": np.zeros((16, 4), np.float32),
+            f"lstm.bias_ih_l{k}": np.zeros(16, np.float32),
+            f"lstm.bias_hh_l{k}": np.zeros(16, np.float32),
+        }
+    np.savez(ge2e, **lstm, **{"linear.weight": np.zeros((8, 4), np.float32), "linear.bias": np.zeros(8, np.float32)})
+    assert isinstance(load_encoder(ge2e), SpeakerEncoder)

@@ -238,7 +238,7 @@ class EngineConfig:
         "the speaker encoder for diarization (response_format=diarized_json): ge2e or campplus (the weights "
         "python -m voxlane.speakers.weights --model NAME fetched into the environment), or a .npz it made; "
         "empty: the default encoder",
-        shown_default="(the environment's share/voxlane/ge2e-resemblyzer-0.1.4.npz)",
+        shown_default="ge2e (the environment's share/voxlane/ge2e-resemblyzer-0.1.4.npz)",
         group="models",
         user=True,
     )

@@ -86,6 +86,14 @@ class CampPlusEncoder:
             if name.endswith(".running_mean")
         }
         self.dim = w["xvector.dense.linear.weight"].shape[0]
+        self.growth = w["xvector.block1.tdnnd1.cam_layer.linear_local.weight"].shape[0]
+        self.folded = {}
+        """Each dense layer's 1x1 convolution with the batch norm after it folded in: (weight, bias)."""
+        for name in w:
+            if name.endswith(".linear1.weight") and ".tdnnd" in name and ".cam_layer." not in name:
+                p = name.removesuffix(".linear1.weight")
+                scale, shift = self.bn[f"{p}.nonlinear2.batchnorm"]
+                self.folded[p] = (np.ascontiguousarray(w[name][:, :, 0] * scale[:, None]), shift[:, None].copy())
 
     @classmethod
     def load(cls, path: str | Path) -> CampPlusEncoder:
@@ -116,11 +124,18 @@ class CampPlusEncoder:
             _affine1d(conv1d(x, w["xvector.tdnn.linear.weight"], stride=2), bn["xvector.tdnn.nonlinear.batchnorm"])
         )
         for b, (layers, dilation) in enumerate(BLOCKS, start=1):
+            # The dense block's output grows by 32 channels a layer: one buffer, filled in place.
+            width = x.shape[0]
+            grown = np.empty((width + layers * self.growth, x.shape[1]), dtype=np.float32)
+            grown[:width] = x
             for i in range(1, layers + 1):
                 p = f"xvector.block{b}.tdnnd{i}"
-                h = _relu(_affine1d(x, bn[f"{p}.nonlinear1.batchnorm"]))
-                h = _relu(_affine1d(w[f"{p}.linear1.weight"][:, :, 0] @ h, bn[f"{p}.nonlinear2.batchnorm"]))
-                x = np.concatenate([x, self._cam(h, p, dilation)])
+                h = _relu(_affine1d(grown[:width], bn[f"{p}.nonlinear1.batchnorm"]))
+                w1, b1 = self.folded[p]
+                h = _relu(w1 @ h + b1)
+                grown[width : width + self.growth] = self._cam(h, p, dilation)
+                width += self.growth
+            x = grown
             t = f"xvector.transit{b}"
             x = w[f"{t}.linear.weight"][:, :, 0] @ _relu(_affine1d(x, bn[f"{t}.nonlinear.batchnorm"]))
         x = _relu(_affine1d(x, bn["xvector.out_nonlinear.batchnorm"]))
