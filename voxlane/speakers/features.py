@@ -72,13 +72,13 @@ def _kaldi_mel_filters(n_bins: int = FBANK_BINS, low_hz: float = 20.0) -> np.nda
 
 
 _FBANK_FILTERS = _kaldi_mel_filters()
-_POVEY = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N_FFT) / (N_FFT - 1))) ** 0.85
+_POVEY = ((0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N_FFT) / (N_FFT - 1))) ** 0.85).astype(np.float32)
 
 
 def kaldi_fbank(samples: np.ndarray) -> np.ndarray:
     """(frames, 80) float32 log filterbank energies, frame ``i`` centred on sample ``i * 160`` (the edges padded
     by reflection, as Kaldi without ``snip_edges``), of audio in [-1, 1] (int16 is scaled)."""
-    x = samples.astype(np.float64) / 32768.0 if samples.dtype == np.int16 else samples.astype(np.float64)
+    x = samples.astype(np.float32) / np.float32(32768.0) if samples.dtype == np.int16 else samples.astype(np.float32)
     half = N_FFT // 2
     n_frames = 1 + len(x) // HOP
     need = (n_frames - 1) * HOP + N_FFT
@@ -89,8 +89,8 @@ def kaldi_fbank(samples: np.ndarray) -> np.ndarray:
     frames = np.lib.stride_tricks.sliding_window_view(padded[:need], N_FFT)[::HOP][:n_frames]
     frames = frames - frames.mean(axis=1, keepdims=True)
     emphasised = np.empty_like(frames)
-    emphasised[:, 1:] = frames[:, 1:] - 0.97 * frames[:, :-1]
-    emphasised[:, 0] = frames[:, 0] * (1 - 0.97)
+    emphasised[:, 1:] = frames[:, 1:] - np.float32(0.97) * frames[:, :-1]
+    emphasised[:, 0] = frames[:, 0] * np.float32(1 - 0.97)
     spectrum = np.fft.rfft(emphasised * _POVEY, n=FBANK_FFT, axis=-1)
     power = (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
     return np.log(np.maximum(power @ _FBANK_FILTERS.T, np.finfo(np.float32).eps))
