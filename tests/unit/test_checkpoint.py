@@ -10,6 +10,7 @@ import pickle
 import struct
 import sys
 import types
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,36 @@ def test_a_file_that_is_not_a_legacy_checkpoint_is_refused(tmp_path: Path) -> No
     path.write_bytes(b"PK\x03\x04 not a pickle")
     with pytest.raises(BadCheckpoint):
         load(path)
+
+
+def test_the_zip_format_is_read_too(tmp_path: Path, fake_torch: types.ModuleType) -> None:
+    # torch.save's default since 1.6: the object as archive/data.pkl, each storage raw as archive/data/KEY
+    weights = np.arange(12, dtype=np.float32) * 0.25
+    a, b = _Storage("0", weights), _Storage("1", np.array([3, 4], dtype=np.int64))
+    state = OrderedDict(
+        [
+            ("head.conv.weight", _Tensor(a, 0, (2, 3), (3, 1))),
+            ("head.bn.bias", _Tensor(a, 6, (3, 2), (1, 3))),  # an offset and a transposed stride
+            ("head.bn.num_batches_tracked", _Tensor(b, 1, (), ())),
+        ]
+    )
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, o: Any) -> Any:
+            if isinstance(o, _Storage):
+                storage_type = getattr(fake_torch, _STORAGE_NAMES[o.data.dtype])
+                return ("storage", storage_type, o.key, "cpu", len(o.data))
+            return None
+
+    body = io.BytesIO()
+    Pickler(body, protocol=2).dump(state)
+    path = tmp_path / "model.pt"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("model/data.pkl", body.getvalue())
+        for s in (a, b):
+            z.writestr(f"model/data/{s.key}", s.data.tobytes())
+    got = load(path)
+    assert list(got) == list(state)
+    np.testing.assert_array_equal(got["head.conv.weight"], weights[:6].reshape(2, 3))
+    np.testing.assert_array_equal(got["head.bn.bias"], weights[6:12].reshape(2, 3).T)
+    assert got["head.bn.num_batches_tracked"] == 4 and got["head.bn.num_batches_tracked"].dtype == np.int64

@@ -183,6 +183,13 @@ def _add_diarize_parser(bench_sub: argparse._SubParsersAction) -> None:
         help="the dev data set's directory: its manifest.jsonl and audio/ with the two-speaker recordings "
         "(audio/long_so762_SPEAKER_SPEAKER.flac)",
     )
+    diarize.add_argument(
+        "--set",
+        choices=("default", "hard"),
+        default="default",
+        help="default: 2-4 speakers, --conversations and --overlap-conversations; hard: 24 conversations of "
+        "same-gender pairs, 3-6 speakers and 0.3-1 s replies (the two counts do not apply) (default: %(default)s)",
+    )
     diarize.add_argument("--conversations", type=int, default=15, help="without overlap (default: 15)")
     diarize.add_argument("--overlap-conversations", type=int, default=5, help="with 0.5 s overlaps (default: 5)")
     diarize.add_argument("--seed", type=int, default=0, help="seed of the conversations (default: 0)")
@@ -213,6 +220,7 @@ def _diarize(args: argparse.Namespace) -> int:
         args.model,
         truth_count=args.num_speakers == "truth",
         rttm_dir=Path(args.rttm_dir) if args.rttm_dir else None,
+        set_name=args.set,
     )
     result = diarize.run(opts)
     print(diarize.format_summary(result))

@@ -38,6 +38,15 @@ class Piece:
     sound: tuple[int, int]
     """Samples of the piece above its room noise (the speech), relative to ``pcm``."""
     text: str = ""
+    words: list[tuple[str, float]] = field(default_factory=list)
+    """The reference's words with their times in seconds from the start of ``pcm`` (``piece_texts``)."""
+
+
+@dataclass(frozen=True)
+class Voice:
+    f0_hz: float
+    gender: str
+    """"F" or "M", by ``f0_hz`` (bench/hard_conversations.py)."""
 
 
 @dataclass
@@ -58,6 +67,10 @@ class Conversation:
     references: dict[str, np.ndarray] = field(default_factory=dict)
     """speaker -> int16 audio of 2-10 s of that speaker, not in the conversation."""
     overlap: bool = False
+    voices: dict[str, Voice] = field(default_factory=dict)
+    """The hard set's: each speaker's median F0 and the gender it implies."""
+    short_turns: int = 0
+    """The hard set's: replies of 0.3-1 s between two turns of one other speaker."""
 
     @property
     def duration_s(self) -> float:
@@ -143,7 +156,10 @@ def piece_texts(
         for k, piece in enumerate(pieces):
             lo = spans[k][0] / SAMPLE_RATE if k else -math.inf
             hi = spans[k + 1][0] / SAMPLE_RATE if k + 1 < len(spans) else math.inf
-            piece.text = " ".join(w for w, t in zip(ref, filled) if t is not None and lo <= t < hi)
+            piece.words = [
+                (w, t - spans[k][0] / SAMPLE_RATE) for w, t in zip(ref, filled) if t is not None and lo <= t < hi
+            ]
+            piece.text = " ".join(w for w, _ in piece.words)
 
 
 def build(

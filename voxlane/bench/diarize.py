@@ -22,7 +22,6 @@ transcriptions at once while a probe GETs /health every 5 ms. Figures:
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import re
 import threading
@@ -43,6 +42,7 @@ from voxlane.bench.conversations import (
     two_speaker_sources,
     wav_bytes,
 )
+from voxlane.bench.hard_conversations import build_hard
 from voxlane.bench.health_probe import HealthProbe
 from voxlane.bench.metrics import percentile
 from voxlane.bench.wer import error_counts, text_normaliser
@@ -68,11 +68,7 @@ def der(conv: Conversation, segments: list[dict[str, Any]]) -> dict[str, float]:
         hyp[hyp_names.index(s["speaker"]), int(s["start"] / FRAME_S) : int(s["end"] / FRAME_S)] = True
     ref, hyp = ref[:, scored], hyp[:, scored]
     overlap = ref.astype(np.int64) @ hyp.T.astype(np.int64)
-    best = 0
-    k = min(len(ref_names), len(hyp))
-    for rows in itertools.permutations(range(len(ref_names)), k):
-        for cols in itertools.permutations(range(len(hyp)), k):
-            best = max(best, sum(int(overlap[r, c]) for r, c in zip(rows, cols)))
+    best = _best_mapping(overlap)
     n_ref, n_hyp = ref.sum(axis=0), hyp.sum(axis=0)
     total = int(n_ref.sum())
     missed = int(np.maximum(n_ref - n_hyp, 0).sum())
@@ -84,6 +80,21 @@ def der(conv: Conversation, segments: list[dict[str, Any]]) -> dict[str, float]:
         "false_alarm": false_alarm / total,
         "confusion": confusion / total,
     }
+
+
+def _best_mapping(overlap: np.ndarray) -> int:
+    """The most overlap a one-to-one mapping of hypothesis speakers (columns) to reference ones (rows) gets:
+    dynamic programming over the subsets of reference speakers taken, so many hypothesis speakers stay cheap."""
+    best: dict[int, int] = {0: 0}
+    for col in overlap.T:
+        step = dict(best)
+        for taken, total in best.items():
+            for r in range(len(col)):
+                if not taken >> r & 1:
+                    key = taken | 1 << r
+                    step[key] = max(step.get(key, 0), total + int(col[r]))
+        best = step
+    return max(best.values())
 
 
 def named_right(conv: Conversation, segments: list[dict[str, Any]]) -> tuple[int, int]:
@@ -126,6 +137,8 @@ class Options:
     """Send each conversation's true speaker count as ``num_speakers``."""
     rttm_dir: Path | None = None
     """Where to write ``NAME.ref.rttm`` and ``NAME.hyp.rttm`` for each conversation."""
+    set_name: str = "default"
+    """"default" (``--conversations`` + ``--overlap-conversations``) or "hard" (bench/hard_conversations.py)."""
 
 
 def _transcribe(client: httpx.Client, opts: Options, conv: Conversation, fields: dict[str, Any]) -> dict[str, Any]:
@@ -154,8 +167,11 @@ def run(opts: Options) -> dict[str, Any]:
         response.raise_for_status()
         words[name] = response.json()["words"]
     piece_texts(speakers, opts.dev_dir, references_file(opts.dev_dir), words)
-    plain_set = build(speakers, opts.conversations, opts.seed, known=True)
-    overlap_set = build(speakers, opts.overlap_conversations, opts.seed + 1, overlap_every=3)
+    if opts.set_name == "hard":
+        plain_set, overlap_set = build_hard(speakers, opts.seed), []
+    else:
+        plain_set = build(speakers, opts.conversations, opts.seed, known=True)
+        overlap_set = build(speakers, opts.overlap_conversations, opts.seed + 1, overlap_every=3)
     rows = []
     for conv in plain_set + overlap_set:
         cpu0 = _cpu_s(client)
@@ -171,6 +187,8 @@ def run(opts: Options) -> dict[str, Any]:
             "speakers": len(conv.speakers),
             "found": len({s["speaker"] for s in diar["segments"]}),
             "overlap": conv.overlap,
+            "voices": {k: [v.gender, round(v.f0_hz)] for k, v in conv.voices.items()},
+            "short_turns": conv.short_turns,
             **der(conv, diar["segments"]),
             "plain_errors": error_counts([conv.text], [plain["text"]], normalise),
             "diarized_errors": error_counts([conv.text], [diar["text"]], normalise),
@@ -275,7 +293,14 @@ def _summary(rows: list[dict[str, Any]], health: dict[str, Any]) -> dict[str, An
             for name, subset in (("no_overlap", clean), ("overlap", over))
         },
         "speaker_count_right": sum(r["found"] == r["speakers"] for r in rows) / len(rows),
-        "named_right": sum(r["named_right"] for r in named) / max(1, sum(r["named_segments"] for r in named)),
+        "worst_der": max(rows, key=lambda r: r["der"])["der"],
+        "worst_file": max(rows, key=lambda r: r["der"])["name"],
+        "mean_missed": float(np.mean([r["missed"] for r in rows])),
+        "mean_false_alarm": float(np.mean([r["false_alarm"] for r in rows])),
+        "mean_confusion": float(np.mean([r["confusion"] for r in rows])),
+        "named_right": sum(r["named_right"] for r in named) / sum(r["named_segments"] for r in named)
+        if named
+        else None,
         "wer_plain": wer("plain_errors", rows),
         "wer_diarized": wer("diarized_errors", rows),
         "cpu_s_per_audio_min_plain": cpu_plain / minutes,
@@ -303,6 +328,9 @@ def format_summary(result: dict[str, Any]) -> str:
                 f"{pct(result[f'mean_false_alarm_{name}'])}, speaker confusion {pct(result[f'mean_confusion_{name}'])}"
                 for label, name in (("no overlap", "no_overlap"), ("overlap", "overlap"))
             ),
+            f"worst DER: {pct(result['worst_der'])} ({result['worst_file']}); "
+            f"mean missed {pct(result['mean_missed'])}, "
+            f"false alarm {pct(result['mean_false_alarm'])}, confusion {pct(result['mean_confusion'])}",
             f"speaker count right: {pct(result['speaker_count_right'])}",
             f"known speakers named right: {pct(result['named_right'])} of segments",
             f"WER diarized {pct(result['wer_diarized'])}, plain {pct(result['wer_plain'])}",

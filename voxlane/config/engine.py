@@ -235,9 +235,10 @@ class EngineConfig:
     )
     speaker_model: str = setting(
         "",
-        "the speaker encoder's weights for diarization (response_format=diarized_json), a .npz made by "
-        "python -m voxlane.speakers.weights; empty: the one make install fetched into the environment",
-        shown_default="(the environment's share/voxlane/ge2e-resemblyzer-0.1.4.npz)",
+        "the speaker encoder for diarization (response_format=diarized_json): ge2e or campplus (the weights "
+        "python -m voxlane.speakers.weights --model NAME fetched into the environment), or a .npz it made; "
+        "empty: the default encoder",
+        shown_default="ge2e (the environment's share/voxlane/ge2e-resemblyzer-0.1.4.npz)",
         group="models",
         user=True,
     )

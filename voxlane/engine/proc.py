@@ -263,13 +263,13 @@ def _load_speaker_encoder(config: EngineConfig) -> tuple[Any, str | None]:
     """Diarization's speaker encoder, or None and why not (the server still transcribes without it). Sets
     numpy's BLAS threads (its matrix products) to --speaker-threads; CTranslate2 has its own threads."""
     from voxlane.blas import limit_blas_threads
-    from voxlane.runners.speaker import SpeakerEncoder
-    from voxlane.speakers.weights import DEFAULT_PATH, INSTALL_HINT
+    from voxlane.runners.speaker import load_encoder
+    from voxlane.speakers.weights import INSTALL_HINT, weights_path
 
     limit_blas_threads(config.speaker_threads)
-    path = config.speaker_model or str(DEFAULT_PATH)
+    path = weights_path(config.speaker_model)
     try:
-        return SpeakerEncoder.load(path), None
+        return load_encoder(path), None
     except FileNotFoundError:
         log.warning("no speaker encoder at %s: diarized_json is off until it is fetched (%s)", path, INSTALL_HINT)
         return None, f"the speaker encoder's weights are not installed (no {path}); run {INSTALL_HINT}"

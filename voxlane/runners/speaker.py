@@ -7,10 +7,12 @@ threads the engine sets (--speaker-threads)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from voxlane.speakers.diarize import PARTIAL_FRAMES, partial_starts
+from voxlane.speakers.features import N_MELS
 
 HOP_FRAMES = 160
 """Partials every 1.6 s over a region (the last one ends at its end): a region of up to 2 s gets one, of 3 s
@@ -68,7 +70,8 @@ class SpeakerEncoder:
         64 about 6.5 (docs/diarization.md). One result per window, in order."""
         partials: list[np.ndarray] = []
         plans: list[list[list[int]]] = []
-        for mel, regions in windows:
+        for features, regions in windows:
+            mel = features[:, :N_MELS]  # a window's features: GE2E's 40 mel bands first (speakers/features.py)
             n_frames = len(mel)
             if n_frames < PARTIAL_FRAMES:
                 pad = np.zeros((PARTIAL_FRAMES - n_frames, mel.shape[1]), dtype=np.float32)
@@ -128,3 +131,14 @@ class SpeakerEncoder:
         raw = np.maximum(h @ self.linear_w + self.linear_b, 0.0)
         norm = np.linalg.norm(raw, axis=1, keepdims=True)
         return raw / np.maximum(norm, 1e-12)
+
+
+def load_encoder(path: str | Path) -> Any:
+    """The encoder whose weights ``path`` (.npz) holds: GE2E's LSTM or CAM++ (runners/campplus.py)."""
+    with np.load(path) as npz:
+        weights = {k: npz[k] for k in npz.files}
+    if "xvector.dense.linear.weight" in weights:
+        from voxlane.runners.campplus import CampPlusEncoder
+
+        return CampPlusEncoder(weights)
+    return SpeakerEncoder(weights)

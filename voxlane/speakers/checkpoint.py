@@ -4,7 +4,8 @@ Resemblyzer's ``pretrained.pt`` (2019) is in torch's legacy format: five pickles
 after another in one file (``torch.serialization._legacy_load``): the magic number, the protocol version, the
 system info, the checkpoint object (whose tensors refer to storages by key, through ``persistent_load``), the
 list of storage keys in file order; then each storage as its element count (int64, little-endian) followed by
-its bytes. (The newer zip format is not read: no weights voxlane uses come in it.) Only the classes a
+its bytes. The newer zip format (torch 1.6 on) holds the checkpoint object as ``data.pkl`` and each storage as
+``data/KEY``, raw. Only the classes a
 checkpoint of tensors needs are allowed: anything else in the pickle is refused, so a file that is not what
 it claims cannot run code here.
 """
@@ -110,7 +111,7 @@ def load(path: str | Path) -> Any:
     """The checkpoint's object with every tensor as a numpy array."""
     path = Path(path)
     if zipfile.is_zipfile(path):
-        raise BadCheckpoint(f"{path} is in torch's zip format; only the legacy format is read")
+        return _load_zip(path)
     with open(path, "rb") as f:
         try:
             if _Restricted(f).load() != _LEGACY_MAGIC:
@@ -127,6 +128,23 @@ def load(path: str | Path) -> Any:
             (count,) = struct.unpack("<q", f.read(8))
             itemsize = np.dtype(storage.dtype).itemsize
             storage.data = np.frombuffer(f.read(count * itemsize), dtype=storage.dtype)
+    return _arrays(obj)
+
+
+def _load_zip(path: Path) -> Any:
+    with zipfile.ZipFile(path) as z:
+        pickles = [n for n in z.namelist() if n.endswith("/data.pkl")]
+        if len(pickles) != 1:
+            raise BadCheckpoint(f"{path} is a zip without one data.pkl: not a PyTorch checkpoint")
+        root = pickles[0].removesuffix("data.pkl")
+        storages: dict[str, _Storage] = {}
+        try:
+            with z.open(pickles[0]) as f:
+                obj = _Unpickler(f, storages).load()
+        except (pickle.UnpicklingError, EOFError) as exc:
+            raise BadCheckpoint(f"{path} is not a PyTorch checkpoint: {exc}") from None
+        for key, storage in storages.items():
+            storage.data = np.frombuffer(z.read(f"{root}data/{key}"), dtype=storage.dtype)
     return _arrays(obj)
 
 

@@ -1,7 +1,15 @@
-"""The speaker encoder's input: a 40-band mel power spectrogram of 16 kHz audio, 25 ms windows every 10 ms,
-as Resemblyzer computes it with librosa (``melspectrogram(n_fft=400, hop_length=160, n_mels=40)``: Slaney
-mel filters, a periodic Hann window, centred frames, power, no log), after its loudness normalisation
-(raised to -30 dBFS, never lowered)."""
+"""The speaker encoders' input, 10 ms frames of 16 kHz audio, frame ``i`` centred on sample ``i * 160``:
+
+- GE2E's (runners/speaker.py): a 40-band mel power spectrogram, 25 ms windows, as Resemblyzer computes it
+  with librosa (``melspectrogram(n_fft=400, hop_length=160, n_mels=40)``: Slaney mel filters, a periodic
+  Hann window, centred frames, power, no log), after its loudness normalisation (raised to -30 dBFS, never
+  lowered);
+- CAM++'s (runners/campplus.py): 80 log mel filterbanks as Kaldi's ``compute-fbank`` (and torchaudio's
+  ``kaldi.fbank``) make them: 25 ms Povey windows, DC removed, pre-emphasis 0.97, a 512-point FFT, power,
+  Kaldi's mel scale from 20 Hz; the encoder subtracts each region's mean (CMN).
+
+A window's features are both side by side (``speaker_features``: 40 + 80 columns), so the API process need
+not know which encoder the engine loaded: each encoder reads its own columns."""
 
 from __future__ import annotations
 
@@ -39,6 +47,62 @@ def speaker_mel(samples: np.ndarray, loudness_of: np.ndarray | None = None) -> n
     return np.ascontiguousarray(power @ mel_filters(N_MELS, SAMPLE_RATE, N_FFT).T)
 
 
+FBANK_BINS = 80
+FBANK_FFT = 512
+FEATURE_COLUMNS = N_MELS + FBANK_BINS
+"""A window's feature row: GE2E's 40 mel bands, then CAM++'s 80 filterbanks."""
+
+
+def _kaldi_mel_filters(n_bins: int = FBANK_BINS, low_hz: float = 20.0) -> np.ndarray:
+    """(n_bins, FBANK_FFT // 2 + 1) triangles on Kaldi's mel scale (1127 ln(1 + f / 700)); the Nyquist bin
+    gets no weight, as in Kaldi."""
+
+    def mel(f: np.ndarray | float) -> np.ndarray:
+        return 1127.0 * np.log1p(np.asarray(f, dtype=np.float64) / 700.0)
+
+    lo, hi = mel(low_hz), mel(SAMPLE_RATE / 2)
+    delta = (hi - lo) / (n_bins + 1)
+    fft_mel = mel(np.arange(FBANK_FFT // 2) * SAMPLE_RATE / FBANK_FFT)
+    left = lo + delta * np.arange(n_bins)[:, None]
+    right = left + 2 * delta
+    up = (fft_mel - left) / delta
+    down = (right - fft_mel) / delta
+    weights = np.where((fft_mel > left) & (fft_mel < right), np.minimum(up, down), 0.0)
+    return np.concatenate([weights, np.zeros((n_bins, 1))], axis=1).astype(np.float32)
+
+
+_FBANK_FILTERS = _kaldi_mel_filters()
+_POVEY = ((0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N_FFT) / (N_FFT - 1))) ** 0.85).astype(np.float32)
+
+
+def kaldi_fbank(samples: np.ndarray) -> np.ndarray:
+    """(frames, 80) float32 log filterbank energies, frame ``i`` centred on sample ``i * 160`` (the edges padded
+    by reflection, as Kaldi without ``snip_edges``), of audio in [-1, 1] (int16 is scaled)."""
+    x = samples.astype(np.float32) / np.float32(32768.0) if samples.dtype == np.int16 else samples.astype(np.float32)
+    half = N_FFT // 2
+    n_frames = 1 + len(x) // HOP
+    need = (n_frames - 1) * HOP + N_FFT
+    if len(x) > half:
+        padded = np.pad(x, (half, max(0, need - half - len(x))), mode="reflect")
+    else:
+        padded = np.pad(x, (half, max(0, need - half - len(x))))
+    frames = np.lib.stride_tricks.sliding_window_view(padded[:need], N_FFT)[::HOP][:n_frames]
+    frames = frames - frames.mean(axis=1, keepdims=True)
+    emphasised = np.empty_like(frames)
+    emphasised[:, 1:] = frames[:, 1:] - np.float32(0.97) * frames[:, :-1]
+    emphasised[:, 0] = frames[:, 0] * np.float32(1 - 0.97)
+    spectrum = np.fft.rfft(emphasised * _POVEY, n=FBANK_FFT, axis=-1)
+    power = (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
+    return np.log(np.maximum(power @ _FBANK_FILTERS.T, np.finfo(np.float32).eps))
+
+
+def speaker_features(samples: np.ndarray, loudness_of: np.ndarray | None = None) -> np.ndarray:
+    """(frames, FEATURE_COLUMNS) float32: ``speaker_mel`` then ``kaldi_fbank``, row by row."""
+    mel = speaker_mel(samples, loudness_of)
+    fbank = kaldi_fbank(samples)
+    return np.ascontiguousarray(np.concatenate([mel, fbank[: len(mel)]], axis=1), dtype=np.float32)
+
+
 SPEECH_RISE_DB = 10.0
 """A frame is speech when its level is this far above the window's quietest tenth (its floor)."""
 PAUSE_FRAMES = 15
@@ -50,11 +114,12 @@ pause still falls between two regions' embeddings."""
 
 
 def speech_regions(mel: np.ndarray) -> list[tuple[int, int]]:
-    """(first, end) frames of the speech in a window's speaker mel: loud stretches, bridged over pauses
-    shorter than PAUSE_FRAMES, cut to at most MAX_REGION_FRAMES; each region gets one embedding, so the
-    pauses between turns are where speakers can change."""
+    """(first, end) frames of the speech in a window's speaker mel (or features: its first 40 columns): loud
+    stretches, bridged over pauses shorter than PAUSE_FRAMES, cut to at most MAX_REGION_FRAMES; each region
+    gets one embedding, so the pauses between turns are where speakers can change."""
     if not len(mel):
         return []
+    mel = mel[:, :N_MELS]
     level = 10 * np.log10(mel.sum(axis=1) + 1e-10)
     loud = level > np.percentile(level, 10) + SPEECH_RISE_DB
     edges = np.flatnonzero(np.diff(np.concatenate(([0], loud.astype(np.int8), [0]))))
@@ -75,11 +140,11 @@ def speech_regions(mel: np.ndarray) -> list[tuple[int, int]]:
 
 
 def window_speaker_features(pcm: np.ndarray | tuple[str, int, int]) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """(speaker mel, speech regions) of one window: its int16 samples, or (block, first sample, count) in a
+    """(speaker features, speech regions) of one window: its int16 samples, or (block, first sample, count) in a
     block of shared memory (audio/shared.py), read without removing it. On the audio pool."""
     if isinstance(pcm, tuple):
         name, start, count = pcm
         with attach(name) as block:
             pcm = np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
-    mel = speaker_mel(pcm)
-    return mel, speech_regions(mel)
+    features = speaker_features(pcm)
+    return features, speech_regions(features)

@@ -10,7 +10,7 @@ import numpy as np
 
 from voxlane.audio.decode import decode_audio
 from voxlane.errors import InvalidRequest, PayloadTooLarge, UnsupportedAudio
-from voxlane.speakers.features import speaker_mel, speech_regions
+from voxlane.speakers.features import speaker_features, speech_regions
 
 MIN_S, MAX_S = 2.0, 10.0
 """OpenAI's bounds on a reference clip's duration."""
@@ -38,7 +38,7 @@ def data_url_bytes(url: str, index: int) -> bytes:
 
 
 def reference_features(url: str, index: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """(speaker mel, one region spanning its speech) of a reference clip."""
+    """(speaker features, one region spanning its speech) of a reference clip."""
     data = data_url_bytes(url, index)
     try:
         audio = decode_audio(data, MAX_S + 1.0)
@@ -48,7 +48,7 @@ def reference_features(url: str, index: int) -> tuple[np.ndarray, list[tuple[int
         raise _bad(index, f"is not audio that can be decoded ({exc.message})") from None
     if audio.duration_s < MIN_S or audio.duration_s > MAX_S:
         raise _bad(index, f"holds {audio.duration_s:.2f} s of audio")
-    mel = speaker_mel(audio.samples)
+    mel = speaker_features(audio.samples)
     regions = speech_regions(mel)
     if not regions:
         raise _bad(index, "holds no speech")
