@@ -66,7 +66,8 @@ def conversations(dev_dir: Path, set_name: str, seed: int) -> list[Conversation]
 
 def capture(base_url: str, dump: Path, dev_dir: Path, set_name: str, seed: int, out: Path) -> None:
     client = httpx.Client(base_url=base_url, timeout=600.0)
-    captured = {"set": set_name, "seed": seed, "rows": []}
+    rows: list[dict[str, Any]] = []
+    captured = {"set": set_name, "seed": seed, "rows": rows}
     for conv in conversations(dev_dir, set_name, seed):
         before = set(dump.glob("*.pkl"))
         response = client.post(
@@ -79,12 +80,12 @@ def capture(base_url: str, dump: Path, dev_dir: Path, set_name: str, seed: int, 
         if len(new) != 1:
             raise RuntimeError(f"{len(new)} new dumps for {conv.name}: is another client using this server?")
         segments = response.json()["segments"]
-        captured["rows"].append({"name": conv.name, "inputs": new[0].read_bytes(), "segments": segments})
+        rows.append({"name": conv.name, "inputs": new[0].read_bytes(), "segments": segments})
         print(f"{conv.name:24s} DER {der(conv, segments)['der']:.1%}", flush=True)
     out.write_bytes(pickle.dumps(captured))
 
 
-def score(path: Path, dev_dir: Path, save: Path | None) -> None:
+def score(path: Path, dev_dir: Path, save: Path | None, thresholds: list[float] | None = None) -> None:
     from voxlane.speakers.diarize import diarize
 
     captured = pickle.loads(path.read_bytes())
@@ -92,15 +93,19 @@ def score(path: Path, dev_dir: Path, save: Path | None) -> None:
     rows = []
     for row in captured["rows"]:
         conv = convs[row["name"]]
-        parts = diarize(*pickle.loads(row["inputs"]))
+        inputs = list(pickle.loads(row["inputs"]))
+        if thresholds:  # diarize's threshold, merge_threshold (and known_threshold) arguments
+            inputs[5 : 5 + len(thresholds)] = thresholds
+        parts = diarize(*inputs)
         segments = [{"start": p.start, "end": p.end, "speaker": p.speaker} for p in parts]
         result = der(conv, segments)
         served = der(conv, row["segments"])["der"]
         found = len({s["speaker"] for s in segments})
         rows.append({"name": conv.name, "speakers": len(conv.speakers), "found": found, "served_der": served, **result})
         print(
-            f"{conv.name:24s} {len(conv.speakers)} found {found}  DER {result['der']:6.1%} (miss {result['missed']:.1%} "
-            f"FA {result['false_alarm']:.1%} conf {result['confusion']:.1%})  served {served:6.1%}"
+            f"{conv.name:24s} {len(conv.speakers)} found {found}  DER {result['der']:6.1%} (miss "
+            f"{result['missed']:.1%} FA {result['false_alarm']:.1%} conf {result['confusion']:.1%})  "
+            f"served {served:6.1%}"
         )
     ders = np.array([r["der"] for r in rows])
     print(
@@ -152,6 +157,7 @@ def main() -> None:
     p.add_argument("captured", type=Path)
     p.add_argument("--dev-dir", type=Path, required=True)
     p.add_argument("--save", type=Path)
+    p.add_argument("--thresholds", type=float, nargs="+", help="instead of the server's: THRESHOLD MERGE_THRESHOLD")
     p = sub.add_parser("compare")
     p.add_argument("first", type=Path)
     p.add_argument("second", type=Path)
@@ -161,7 +167,7 @@ def main() -> None:
     if args.command == "capture":
         capture(args.base_url, args.dump, args.dev_dir, args.set_name, args.seed, args.out)
     elif args.command == "score":
-        score(args.captured, args.dev_dir, args.save)
+        score(args.captured, args.dev_dir, args.save, args.thresholds)
     else:
         compare(args.first, args.second)
 
