@@ -97,6 +97,23 @@ def test_a_speaker_with_too_little_speech_is_folded_into_the_nearest() -> None:
     assert len(cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights)[1]) == 3
 
 
+def test_a_speaker_who_says_little_is_kept_when_unlike_every_other() -> None:
+    # Two speakers, and a third who says little: two regions of 2 partials (4 < MIN_POINTS). A voice unlike
+    # both is a speaker; the same speech in a voice close to the first speaker's (cosine 0.8) is folded.
+    rng = np.random.default_rng(6)
+    a, b, other = voices(3, rng)
+    close = a + 0.75 * (other - (other @ a) * a) / np.linalg.norm(other - (other @ a) * a)  # cosine 0.8 with a
+    weights = np.array([2.0] * 22)
+    for third, speakers in ((other, 3), (close / np.linalg.norm(close), 2)):
+        embeddings = np.concatenate(
+            [regions_of(a, 10, 0.3, rng), regions_of(b, 10, 0.3, rng), regions_of(third, 2, 0.3, rng)]
+        )
+        labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights)
+        assert len(centroids) == speakers
+        if speakers == 2:
+            assert set(labels[20:]) == {labels[0]}
+
+
 def test_a_long_file_is_clustered_in_bounded_work_and_every_region_is_assigned() -> None:
     # More than MAX_POINTS regions (an hour is about 1,200): runs of neighbours are averaged before the
     # clustering, then each region goes to its nearest centroid.

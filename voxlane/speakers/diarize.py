@@ -8,7 +8,8 @@ cover it (:func:`partial_starts`). Then, here:
   average linkage on cosine similarity down to ``threshold`` (pure clusters, a speaker often in several),
   then centroid linkage down to ``merge_threshold`` (a centroid of many partials is a far steadier voice
   print than one region). Clusters of fewer than ``min_points`` partials are folded into the nearest other
-  one (a cough, a laugh), then each region goes to its nearest centroid. The speaker count comes out of it,
+  one (a cough, a laugh), but those of at least ``MIN_DISTINCT_POINTS`` unlike every bigger one are kept (a
+  speaker who says little), then each region goes to its nearest centroid. The speaker count comes out of it,
   unless the request bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and once
   the small clusters are folded the most alike centroids are merged past the threshold down to the upper one.
   Bounded work and memory: more than ``MAX_POINTS`` regions (a long file) are first averaged in runs of
@@ -35,7 +36,14 @@ MAX_POINTS = 600
 
 
 MIN_POINTS = 6
-"""A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one."""
+"""A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one, unless it is a
+distinct voice (:data:`MIN_DISTINCT_POINTS`)."""
+MIN_DISTINCT_POINTS = 4
+"""A cluster of fewer than MIN_POINTS partials but at least this many (about 3 s) is kept when its centroid's
+cosine with every bigger cluster's is under DISTINCT_SIMILARITY: in a conversation of 5 or 6, someone who
+says little is still a speaker; a cough or a laugh is shorter."""
+DISTINCT_SIMILARITY = 0.7
+"""Under the centroid merge's 0.8 and over the 0.5-0.6 that two voices' centroids mostly reach."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
@@ -114,9 +122,13 @@ def cluster(
     members = _agglomerate(points, weights, threshold, count.low)
     members = _merge_centroids(points, weights, members, merge_threshold, SpeakerCount(count.low))
     centroids = _centroids(points, members)
-    big = [k for k in range(len(centroids)) if weights[members == k].sum() >= min_points]
+    mass = np.bincount(members, weights)
+    big = [k for k in range(len(centroids)) if mass[k] >= min_points]
+    if big:  # a small cluster unlike every big one is a speaker who says little, not a cough
+        unlike = (centroids @ centroids[big].T).max(axis=1) < DISTINCT_SIMILARITY
+        big = sorted(set(big) | {k for k in range(len(centroids)) if mass[k] >= MIN_DISTINCT_POINTS and unlike[k]})
     if big and len(big) < count.low:  # the bound keeps the heaviest small ones too
-        big = sorted(np.argsort(-np.bincount(members, weights))[: count.low].tolist())
+        big = sorted(np.argsort(-mass)[: count.low].tolist())
     if big and len(big) < len(centroids):
         centroids = centroids[big]
     if count.high is not None and len(centroids) > count.high:
