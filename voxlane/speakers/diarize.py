@@ -43,7 +43,8 @@ MIN_DISTINCT_POINTS = 4
 cosine with every bigger cluster's is under DISTINCT_SIMILARITY: in a conversation of 5 or 6, someone who
 says little is still a speaker; a cough or a laugh is shorter."""
 DISTINCT_SIMILARITY = 0.7
-"""Under the centroid merge's 0.8 and over the 0.5-0.6 that two voices' centroids mostly reach."""
+"""Under the centroid merge's 0.8: a small cluster more alike a bigger one than this is more likely a stray
+part of it (two speakers' centroids mostly meet at 0.5-0.7 on the hard set)."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
