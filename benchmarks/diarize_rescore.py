@@ -8,7 +8,8 @@
   bench/diarize.py, ``--set hard`` or the default set), one at a time; each request's pickled inputs and the
   server's segments are saved together in one file.
 - ``score``: ``diarize`` with today's code on the captured inputs, DER per conversation (bench/diarize.py
-  ``der``, 0.25 s collar), the means and the counts; ``--save`` keeps the rows.
+  ``der``, 0.25 s collar), the means and the counts; ``--save`` keeps the rows, ``--thresholds`` replaces
+  the server's clustering thresholds.
 - ``compare A B``: per conversation, B's DER minus A's, and a 95% bootstrap interval of its mean.
 
     python benchmarks/diarize_rescore.py serve --dump /tmp/dump -- --port 8401 &
