@@ -36,7 +36,7 @@ def embed(conv: Conversation, encoder: object) -> tuple[list[tuple[float, float]
     cpu = 0.0
     step = WINDOW_S * SAMPLE_RATE
     for start in range(0, len(conv.pcm), step):
-        features, spans = window_speaker_features(conv.pcm[start : start + step])
+        features, spans, _ = window_speaker_features(conv.pcm[start : start + step])
         if not spans:
             continue
         t = time.process_time()

@@ -20,6 +20,7 @@ from voxlane.speakers.diarize import (
     cluster,
     diarize,
     label_words,
+    speaker_segments,
 )
 
 DIM = 64
@@ -96,6 +97,23 @@ def test_a_speaker_with_too_little_speech_is_folded_into_the_nearest() -> None:
     assert len(cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights)[1]) == 3
 
 
+def test_a_speaker_who_says_little_is_kept_when_unlike_every_other() -> None:
+    # Two speakers, and a third who says little: two regions of 2 partials (4 < MIN_POINTS). A voice unlike
+    # both is a speaker; the same speech in a voice close to the first speaker's (cosine 0.8) is folded.
+    rng = np.random.default_rng(6)
+    a, b, other = voices(3, rng)
+    close = a + 0.75 * (other - (other @ a) * a) / np.linalg.norm(other - (other @ a) * a)  # cosine 0.8 with a
+    weights = np.array([2.0] * 22)
+    for third, speakers in ((other, 3), (close / np.linalg.norm(close), 2)):
+        embeddings = np.concatenate(
+            [regions_of(a, 10, 0.3, rng), regions_of(b, 10, 0.3, rng), regions_of(third, 2, 0.3, rng)]
+        )
+        labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights)
+        assert len(centroids) == speakers
+        if speakers == 2:
+            assert set(labels[20:]) == {labels[0]}
+
+
 def test_a_long_file_is_clustered_in_bounded_work_and_every_region_is_assigned() -> None:
     # More than MAX_POINTS regions (an hour is about 1,200): runs of neighbours are averaged before the
     # clustering, then each region goes to its nearest centroid.
@@ -136,17 +154,41 @@ def test_a_word_over_no_region_takes_the_nearest_one_in_time() -> None:
 
 
 def test_a_short_run_between_two_runs_of_one_speaker_is_given_to_them() -> None:
-    # One region in the middle of speaker 0's turn sounds like speaker 1 (a laugh): its 0.6 s of words
-    # are under min_turn_s and go to speaker 0; a run of 1.8 s is a turn and stays.
+    # One region in the middle of speaker 0's turn sounds like speaker 1 (a laugh), and a word of the turn
+    # reaches into it: its 0.55 s of words are under min_turn_s and go to speaker 0; a run of 1.8 s is a turn
+    # and stays.
     regions = [Region(0.0, 2.0), Region(2.1, 2.7), Region(2.8, 5.0)]
     similarity = np.array([[0.9, 0.2], [0.4, 0.7], [0.9, 0.1]])
-    words = words_at((0.1, 1.0), (1.1, 1.9), (2.1, 2.7), (2.9, 4.0), (4.1, 4.9))
+    words = words_at((0.1, 1.0), (1.1, 2.15), (2.15, 2.7), (2.9, 4.0), (4.1, 4.9))
     assert label_words(words, regions, similarity, min_turn_s=0.0) == [0, 0, 1, 0, 0]
     assert label_words(words, regions, similarity, min_turn_s=1.0) == [0, 0, 0, 0, 0]
     regions[1] = Region(2.1, 3.9)
     regions[2] = Region(4.0, 5.4)
     words = words_at((0.1, 1.0), (1.1, 1.9), (2.1, 3.0), (3.0, 3.9), (4.1, 4.6), (4.7, 5.3))
     assert label_words(words, regions, similarity, min_turn_s=1.0) == [0, 0, 1, 1, 0, 0]
+
+
+def test_a_short_reply_in_regions_of_its_own_keeps_its_speaker() -> None:
+    # "Yes" between two turns of speaker 0, with pauses either side: its region (2.1-2.7 s) holds no word of
+    # the turns around it, so its own embedding says who spoke, however short.
+    regions = [Region(0.0, 2.0), Region(2.1, 2.7), Region(2.8, 5.0)]
+    similarity = np.array([[0.9, 0.2], [0.4, 0.7], [0.9, 0.1]])
+    words = words_at((0.1, 1.0), (1.1, 1.9), (2.1, 2.7), (2.9, 4.0), (4.1, 4.9))
+    assert label_words(words, regions, similarity, min_turn_s=1.0) == [0, 0, 1, 0, 0]
+
+
+def test_segments_reach_the_edges_of_their_regions_but_not_their_neighbours_words() -> None:
+    # Whisper's first word of speaker 0 starts 0.4 s late and its last ends 0.5 s early: the segment takes
+    # its region's edges (0.2-2.0 s). Speaker 1's turn shares a region (2.4-5.0 s) with speaker 0's next
+    # one: each of those reaches the region's edge on its outer side only, and stops at the other's words.
+    regions = [Region(0.2, 2.0), Region(2.4, 5.0)]
+    words = words_at((0.6, 1.0), (1.1, 1.5), (2.6, 3.2), (3.3, 3.6), (3.9, 4.4), segment=0)
+    segments = speaker_segments(words, [0, 0, 1, 1, 0], {0: "A", 1: "B"}, regions)
+    assert [(s.speaker, s.start, s.end) for s in segments] == [
+        ("A", 0.2, 2.0),
+        ("B", 2.4, 3.9),
+        ("A", 3.9, 5.0),
+    ]
 
 
 def test_diarize_names_speakers_in_order_of_appearance_and_cuts_segments_at_changes() -> None:
@@ -163,7 +205,7 @@ def test_diarize_names_speakers_in_order_of_appearance_and_cuts_segments_at_chan
         ("B", "w6 w7"),
         ("B", "w8 w9 w10 w11"),
     ]
-    assert segments[0].start == pytest.approx(0.1) and segments[-1].end == pytest.approx(23.7)
+    assert segments[0].start == pytest.approx(0.0) and segments[-1].end == pytest.approx(23.8)
 
 
 @pytest.mark.parametrize(("n_speakers", "asked"), [(2, 1), (2, 3), (3, 2), (3, 4), (1, 2)])

@@ -47,8 +47,9 @@ class Diarization:
     window_offsets_s: list[float] = field(default_factory=list)
     results: list[SpeakerResult] = field(default_factory=list)
     """In index order: the windows', then the references'."""
-    regions: list[list[tuple[int, int]]] = field(default_factory=list)
-    """Each window's speech regions, in frames of that window."""
+    edges: list[list[tuple[int, int]]] = field(default_factory=list)
+    """Each window's speech regions (the ones embedded) cut to their speech (features.py ``speech_edges``), in
+    frames of that window: the times the words and segments are placed by."""
 
 
 def check(state: AppState, task: Task, params: TranscriptionRequest) -> None:
@@ -153,7 +154,7 @@ def _inputs(
     for index in range(n_windows):
         result = diarization.results[index]
         offset = diarization.window_offsets_s[index]
-        regions += [Region(offset + a / 100, offset + b / 100) for a, b in diarization.regions[index]]
+        regions += [Region(offset + a / 100, offset + b / 100) for a, b in diarization.edges[index]]
         vectors.append(result.array())
         weights += result.partials
     refs = []

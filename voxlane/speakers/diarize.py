@@ -8,14 +8,16 @@ cover it (:func:`partial_starts`). Then, here:
   average linkage on cosine similarity down to ``threshold`` (pure clusters, a speaker often in several),
   then centroid linkage down to ``merge_threshold`` (a centroid of many partials is a far steadier voice
   print than one region). Clusters of fewer than ``min_points`` partials are folded into the nearest other
-  one (a cough, a laugh), then each region goes to its nearest centroid. The speaker count comes out of it,
+  one (a cough, a laugh), but those of at least ``MIN_DISTINCT_POINTS`` unlike every bigger one are kept (a
+  speaker who says little), then each region goes to its nearest centroid. The speaker count comes out of it,
   unless the request bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and once
   the small clusters are folded the most alike centroids are merged past the threshold down to the upper one.
   Bounded work and memory: more than ``MAX_POINTS`` regions (a long file) are first averaged in runs of
   neighbours, and every region is then assigned to the centroids.
 - :func:`label_words`: each word takes the speaker whose centroid is most like the regions that overlap it,
   weighted by the overlap; the regions end at pauses, so a change of speaker lands between the two words of
-  the pause. Runs shorter than ``min_turn_s`` between two runs of one other speaker are given to it.
+  the pause. Runs shorter than ``min_turn_s`` between two runs of one other speaker are given to it, unless
+  their regions hold no word of the runs beside them (a reply between pauses: its own embedding decides).
 - :func:`name_speakers`: letters A, B, C... in order of first appearance; a cluster whose centroid matches
   a known speaker's reference (greedy, best pairs first, at least ``known_threshold``) takes that name.
 """
@@ -34,11 +36,20 @@ MAX_POINTS = 600
 
 
 MIN_POINTS = 6
-"""A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one."""
+"""A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one, unless it is a
+distinct voice (:data:`MIN_DISTINCT_POINTS`)."""
+MIN_DISTINCT_POINTS = 4
+"""A cluster of fewer than MIN_POINTS partials but at least this many (about 3 s) is kept when its centroid's
+cosine with every bigger cluster's is under DISTINCT_SIMILARITY: in a conversation of 5 or 6, someone who
+says little is still a speaker; a cough or a laugh is shorter."""
+DISTINCT_SIMILARITY = 0.7
+"""Under the centroid merge's 0.8: a small cluster more alike a bigger one than this is more likely a stray
+part of it (two speakers' centroids mostly meet at 0.5-0.7 on the hard set)."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
-"""A run of words shorter than this between two runs of one other speaker is given to that speaker."""
+"""A run of words shorter than this between two runs of one other speaker, in a region that a word of theirs
+touches, is given to that speaker: one region's embedding is too short to say more."""
 
 
 @dataclass(frozen=True)
@@ -112,9 +123,13 @@ def cluster(
     members = _agglomerate(points, weights, threshold, count.low)
     members = _merge_centroids(points, weights, members, merge_threshold, SpeakerCount(count.low))
     centroids = _centroids(points, members)
-    big = [k for k in range(len(centroids)) if weights[members == k].sum() >= min_points]
+    mass = np.bincount(members, weights)
+    big = [k for k in range(len(centroids)) if mass[k] >= min_points]
+    if big:  # a small cluster unlike every big one is a speaker who says little, not a cough
+        unlike = (centroids @ centroids[big].T).max(axis=1) < DISTINCT_SIMILARITY
+        big = sorted(set(big) | {k for k in range(len(centroids)) if mass[k] >= MIN_DISTINCT_POINTS and unlike[k]})
     if big and len(big) < count.low:  # the bound keeps the heaviest small ones too
-        big = sorted(np.argsort(-np.bincount(members, weights))[: count.low].tolist())
+        big = sorted(np.argsort(-mass)[: count.low].tolist())
     if big and len(big) < len(centroids):
         centroids = centroids[big]
     if count.high is not None and len(centroids) > count.high:
@@ -200,6 +215,7 @@ def label_words(
     starts = np.array([r.start for r in regions])
     ends = np.array([r.end for r in regions])
     out = []
+    held: list[frozenset[int]] = []
     for w in words:
         a, b = w.start, max(w.end, w.start + 0.02)
         overlap = np.minimum(ends, b) - np.maximum(starts, a)
@@ -210,10 +226,11 @@ def label_words(
             overlap = near.astype(np.float64)
         score = (np.clip(overlap, 0, None)[near, None] * similarity[near]).sum(axis=0)
         out.append(int(np.argmax(score)))
-    return _smooth(words, out, min_turn_s)
+        held.append(frozenset(np.flatnonzero(near).tolist()))
+    return _smooth(words, out, min_turn_s, held)
 
 
-def _smooth(words: list[TimedWord], labels: list[int], min_turn_s: float) -> list[int]:
+def _smooth(words: list[TimedWord], labels: list[int], min_turn_s: float, held: list[frozenset[int]]) -> list[int]:
     runs: list[list[int]] = []  # [label, first word, last word + 1]
     for i, label in enumerate(labels):
         if runs and runs[-1][0] == label:
@@ -226,6 +243,8 @@ def _smooth(words: list[TimedWord], labels: list[int], min_turn_s: float) -> lis
         for r in range(len(runs)):
             label, first, stop = runs[r]
             if words[stop - 1].end - words[first].start >= min_turn_s:
+                continue
+            if _own_regions(runs, r, held):
                 continue
             before = runs[r - 1][0] if r > 0 else None
             after = runs[r + 1][0] if r + 1 < len(runs) else None
@@ -246,6 +265,16 @@ def _smooth(words: list[TimedWord], labels: list[int], min_turn_s: float) -> lis
     for label, first, stop in runs:
         out[first:stop] = [label] * (stop - first)
     return out
+
+
+def _own_regions(runs: list[list[int]], r: int, held: list[frozenset[int]]) -> bool:
+    """Whether run ``r``'s words lie in regions that no word of the runs beside it touches: a reply between
+    pauses, embedded on its own, whose speaker is its own region's."""
+    mine = frozenset().union(*held[runs[r][1] : runs[r][2]])
+    for k in (r - 1, r + 1):
+        if 0 <= k < len(runs) and mine & frozenset().union(*held[runs[k][1] : runs[k][2]]):
+            return False
+    return True
 
 
 def name_speakers(
@@ -289,32 +318,29 @@ def speaker_segments(
     max_gap_s: float = MAX_GAP_S,
 ) -> list[SpeakerSegment]:
     """Runs of words of one speaker within one transcript segment (a pause of ``max_gap_s`` also cuts), each
-    trimmed to the speech regions it overlaps: Whisper's word times are coarse (a first word that "starts"
-    at the window's start, a last one that runs into the pause), the regions' edges are the 10 ms frames where
-    the sound starts and stops."""
-    out: list[SpeakerSegment] = []
-    run: list[TimedWord] = []
-    run_label = -1
+    stretched to the edges of the speech regions it overlaps, but not past its neighbours' words: Whisper's
+    word times are coarse (a first word that "starts" late or at the window's start, a last one that runs
+    into the pause), the regions' edges are the 10 ms frames where the sound starts and stops."""
+    runs: list[tuple[list[TimedWord], int]] = []
+    for w, label in zip(words, labels):
+        last = runs[-1][0] if runs else None
+        if last and label == runs[-1][1] and w.segment == last[-1].segment and w.start - last[-1].end <= max_gap_s:
+            last.append(w)
+        else:
+            runs.append(([w], label))
     starts = np.array([r.start for r in regions])
     ends = np.array([r.end for r in regions])
-
-    def flush() -> None:
-        if not run:
-            return
+    out: list[SpeakerSegment] = []
+    for i, (run, label) in enumerate(runs):
         start, end = run[0].start, run[-1].end
         near = (ends > start) & (starts < end)
         if near.any():
-            start, end = max(start, float(starts[near].min())), min(end, float(ends[near].max()))
+            floor = out[-1].end if out else 0.0
+            ceiling = runs[i + 1][0][0].start if i + 1 < len(runs) else math.inf
+            start = max(float(starts[near].min()), min(floor, start))
+            end = min(float(ends[near].max()), max(ceiling, end))
         text = "".join(w.word for w in run).strip()
-        out.append(SpeakerSegment(start, max(end, start), text, names[run_label]))
-
-    for w, label in zip(words, labels):
-        if run and (label != run_label or w.segment != run[-1].segment or w.start - run[-1].end > max_gap_s):
-            flush()
-            run = []
-        run.append(w)
-        run_label = label
-    flush()
+        out.append(SpeakerSegment(start, max(end, start), text, names[label]))
     return out
 
 

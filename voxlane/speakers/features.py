@@ -107,6 +107,9 @@ SPEECH_RISE_DB = 10.0
 """A frame is speech when its level is this far above the window's quietest tenth (its floor)."""
 PAUSE_FRAMES = 15
 """Quieter stretches shorter than this (150 ms) do not end a region: a pause between words, not turns."""
+DIGITAL_SILENCE_DB = -90.0
+"""Frames below this level hold no signal at all (zeros: padding, or the silence an editor or a mixer puts
+between turns)."""
 MIN_REGION_FRAMES = 20
 MAX_REGION_FRAMES = 300
 """Regions longer than 3 s are cut into equal parts of at most 3 s, so that a change of speaker without a
@@ -119,8 +122,7 @@ def speech_regions(mel: np.ndarray) -> list[tuple[int, int]]:
     gets one embedding, so the pauses between turns are where speakers can change."""
     if not len(mel):
         return []
-    mel = mel[:, :N_MELS]
-    level = 10 * np.log10(mel.sum(axis=1) + 1e-10)
+    level = _level(mel)
     loud = level > np.percentile(level, 10) + SPEECH_RISE_DB
     edges = np.flatnonzero(np.diff(np.concatenate(([0], loud.astype(np.int8), [0]))))
     merged: list[list[int]] = []
@@ -139,12 +141,39 @@ def speech_regions(mel: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
-def window_speaker_features(pcm: np.ndarray | tuple[str, int, int]) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """(speaker features, speech regions) of one window: its int16 samples, or (block, first sample, count) in a
-    block of shared memory (audio/shared.py), read without removing it. On the audio pool."""
+def speech_edges(mel: np.ndarray, regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each region cut to its first and last frame over the floor of the frames that hold any signal (not
+    digital silence), where a segment of it should start and end: beside zeros, the window's floor is the
+    zeros' and a region takes in the room noise before and after the speech, which the embedding does not
+    mind (the noise is the speaker's own), but a segment's edges should not. A region without such a frame
+    keeps its edges."""
+    if not regions:
+        return []
+    level = _level(mel)
+    live = level[level > DIGITAL_SILENCE_DB]
+    loud = level > np.percentile(live if len(live) else level, 10) + SPEECH_RISE_DB
+    out = []
+    for a, b in regions:
+        frames = np.flatnonzero(loud[a:b])
+        out.append((a + int(frames[0]), a + int(frames[-1]) + 1) if len(frames) else (a, b))
+    return out
+
+
+def _level(mel: np.ndarray) -> np.ndarray:
+    """Each frame's level in dB, from the GE2E mel's 40 columns of the features."""
+    return 10 * np.log10(mel[:, :N_MELS].sum(axis=1) + 1e-10)
+
+
+def window_speaker_features(
+    pcm: np.ndarray | tuple[str, int, int],
+) -> tuple[np.ndarray, list[tuple[int, int]], list[tuple[int, int]]]:
+    """(speaker features, speech regions, their ``speech_edges``) of one window: its int16 samples, or (block,
+    first sample, count) in a block of shared memory (audio/shared.py), read without removing it. On the audio
+    pool."""
     if isinstance(pcm, tuple):
         name, start, count = pcm
         with attach(name) as block:
             pcm = np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
     features = speaker_features(pcm)
-    return features, speech_regions(features)
+    regions = speech_regions(features)
+    return features, regions, speech_edges(features, regions)

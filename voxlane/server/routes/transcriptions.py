@@ -337,9 +337,9 @@ class _Job:
         pcm: np.ndarray | tuple[str, int, int] = window.pcm
         if self.block is not None and window.block_offset is not None:
             pcm = (self.block, window.block_offset, window.end - window.start)
-        mel, regions = await self.state.executors.run("audio", window_speaker_features, pcm)
+        mel, regions, edges = await self.state.executors.run("audio", window_speaker_features, pcm)
         diarization.window_offsets_s.append(window.offset_s)
-        diarization.regions.append(regions)
+        diarization.edges.append(edges)
         await self.state.engine.send(SpeakerWindow(spk.request_id, index, spk.count, len(mel), regions), mel)
 
     async def _features(self, window: AudioWindow, last: bool) -> tuple[np.ndarray, int, Speech]:

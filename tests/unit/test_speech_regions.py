@@ -1,0 +1,42 @@
+"""The speech regions of a window and their edges (voxlane/speakers/features.py ``speech_regions``,
+``speech_edges``) on made-up audio: loud frames over the window's floor; the edges over the floor of the
+frames that hold any signal."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from voxlane.speakers.features import FRAMES_PER_S, SAMPLE_RATE, speaker_features, speech_edges, speech_regions
+
+
+def noise(seconds: float, dbfs: float, rng: np.random.Generator) -> np.ndarray:
+    return (rng.standard_normal(int(seconds * SAMPLE_RATE)) * 10 ** (dbfs / 20)).astype(np.float32)
+
+
+def turn(rng: np.random.Generator) -> list[np.ndarray]:
+    """Room noise (-65 dBFS), 1 s of speech-loud sound (-25 dBFS), room noise again."""
+    return [noise(0.6, -65, rng), noise(1.0, -25, rng), noise(0.6, -65, rng)]
+
+
+def test_beside_digital_silence_the_edges_are_the_speech_not_the_room_noise() -> None:
+    # Two turns put together with zeros between them (as an editor or a mixer does): over the zeros, the
+    # window's floor is far under the room noise, so each region takes in its turn's noise; its edges do not.
+    rng = np.random.default_rng(3)
+    zeros = np.zeros(SAMPLE_RATE, dtype=np.float32)
+    features = speaker_features(np.concatenate([zeros, *turn(rng), zeros, *turn(rng)]))
+    regions = speech_regions(features)
+    assert [(round(a / FRAMES_PER_S, 1), round(b / FRAMES_PER_S, 1)) for a, b in regions] == [(1.0, 3.2), (4.2, 6.4)]
+    edges = speech_edges(features, regions)
+    for (first, end), start in zip(edges, [1.6, 4.8]):  # each turn's loud second
+        assert abs(first / FRAMES_PER_S - start) <= 0.05
+        assert abs(end / FRAMES_PER_S - (start + 1.0)) <= 0.05
+
+
+def test_without_digital_silence_regions_and_edges_are_the_loud_frames() -> None:
+    rng = np.random.default_rng(4)
+    features = speaker_features(np.concatenate(turn(rng)))
+    regions = speech_regions(features)
+    assert len(regions) == 1
+    first, end = regions[0]
+    assert abs(first / FRAMES_PER_S - 0.6) <= 0.05 and abs(end / FRAMES_PER_S - 1.6) <= 0.05
+    assert speech_edges(features, regions) == regions
