@@ -14,8 +14,10 @@ For each patch, the tracked and untracked (not ignored) files are copied to a te
 patch is applied there, and only the named tests run, from that copy (``PYTHONPATH`` points at it, so the
 servers the tests start run the mutated code too). A mutant is *killed* when pytest fails (exit code 1);
 it *survives* when they all pass. Anything else (the patch no longer applies, no test collected, pytest
-crashed) is an *error*, because a mutant that cannot run proves nothing. The table is printed at the end;
-the exit code is non-zero unless every mutant was killed.
+crashed) is an *error*, because a mutant that cannot run proves nothing. Two mutants run at once by
+default (``--jobs``): each has its own copy and its servers their own ports; the container tests' mutants,
+which share an image tag, take turns. The table is printed at the end; the exit code is non-zero unless
+every mutant was killed.
 
 To add one: break the code on purpose, check that the tests you name fail, then
 ``git diff voxlane > tests/mutants/NAME.patch``, put the two header lines on top and ``git checkout voxlane``.
@@ -31,7 +33,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,11 +114,29 @@ def run(mutant: Mutant, timeout_s: float) -> Outcome:
         return Outcome(mutant, verdict, time.monotonic() - start, tail)
 
 
+SHARED_TESTS = ("tests/container/",)
+"""Tests that share state outside their copy (the image tag ``voxlane-test``): their mutants run one at a time."""
+_shared = threading.Lock()
+
+
+def run_one(mutant: Mutant, timeout_s: float) -> Outcome:
+    if any(t.startswith(SHARED_TESTS) for t in mutant.tests):
+        with _shared:
+            return run(mutant, timeout_s)
+    return run(mutant, timeout_s)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (patch stems); default: all")
     parser.add_argument("--list", action="store_true", help="list the mutants and their tests, run nothing")
     parser.add_argument("--timeout-s", type=float, default=300.0, help="limit per mutant (default 300)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="mutants run at once, each in its own copy (default 2: most wait on a server's start)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print pytest's tail for every mutant")
     args = parser.parse_args()
 
@@ -131,20 +153,22 @@ def main() -> int:
             print(f"{m.name}: {m.what}\n    " + "\n    ".join(m.tests))
         return 0
 
-    outcomes = []
-    for m in mutants:
-        outcome = run(m, args.timeout_s)
-        outcomes.append(outcome)
-        print(f"{outcome.verdict:>8}  {outcome.seconds:6.1f} s  {m.name}", flush=True)
-        if args.verbose or outcome.verdict != "killed":
-            print("    " + outcome.detail.replace("\n", "\n    "), flush=True)
+    began = time.monotonic()
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        futures = [pool.submit(run_one, m, args.timeout_s) for m in mutants]
+        for future in as_completed(futures):
+            outcome = future.result()
+            print(f"{outcome.verdict:>8}  {outcome.seconds:6.1f} s  {outcome.mutant.name}", flush=True)
+            if args.verbose or outcome.verdict != "killed":
+                print("    " + outcome.detail.replace("\n", "\n    "), flush=True)
+    outcomes = [f.result() for f in futures]
 
     print("\n| mutation | what | tests | result | s |\n|---|---|---|---|---|")
     for o in outcomes:
         tests = "<br>".join(t.removeprefix("tests/") for t in o.mutant.tests)
         print(f"| {o.mutant.name} | {o.mutant.what} | {tests} | {o.verdict} | {o.seconds:.0f} |")
     killed = sum(o.verdict == "killed" for o in outcomes)
-    print(f"\n{killed}/{len(outcomes)} mutants killed in {sum(o.seconds for o in outcomes):.0f} s")
+    print(f"\n{killed}/{len(outcomes)} mutants killed in {time.monotonic() - began:.0f} s, {args.jobs} at once")
     return 0 if killed == len(outcomes) else 1
 
 
