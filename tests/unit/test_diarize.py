@@ -114,6 +114,47 @@ def test_a_speaker_who_says_little_is_kept_when_unlike_every_other() -> None:
             assert set(labels[20:]) == {labels[0]}
 
 
+def toward(a: np.ndarray, other: np.ndarray, cosine: float) -> np.ndarray:
+    """A unit voice whose cosine with ``a`` is ``cosine``, turned toward ``other``."""
+    side = other - (other @ a) * a
+    return cosine * a + np.sqrt(1 - cosine**2) * side / np.linalg.norm(side)
+
+
+def test_a_speaker_who_says_little_is_kept_up_to_a_cosine_of_072_with_another() -> None:
+    # Two speakers, and a third with two steady regions of 2 partials (4 < MIN_POINTS) whose centroid is 0.71
+    # alike the first speaker's: on the hard set, speakers who say little meet the others at 0.70-0.71 and a
+    # stray part of one speaker meets its own at 0.73 and over.
+    rng = np.random.default_rng(1)
+    a, b, other = voices(3, rng)
+    embeddings = np.concatenate(
+        [regions_of(a, 10, 0.3, rng), regions_of(b, 10, 0.3, rng), regions_of(toward(a, other, 0.73), 2, 0.1, rng)]
+    )
+    truth = np.repeat([0, 1, 2], [10, 10, 2])
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(22, 2.0))
+    assert len(centroids) == 3
+    assert agreement(labels, truth) == 1.0
+    assert 0.70 < float(centroids[labels[0]] @ centroids[labels[-1]]) < 0.72
+
+
+@pytest.mark.parametrize(("cosine", "speakers"), [(0.65, 3), (0.85, 2)])
+def test_a_voice_in_regions_too_short_for_a_cluster_is_found_by_asking_for_one_more(
+    cosine: float, speakers: int
+) -> None:
+    # A third voice in two regions of 2 partials each, each on its own after the first stage (0.64 alike):
+    # too small to be kept (2 < MIN_DISTINCT_POINTS), both are folded into the first speaker. Cut at three
+    # speakers, the clustering keeps one, the other joins it: 4 partials, unlike both others, so a speaker.
+    # A voice close to the first speaker's (0.85) is not: the third cluster of that cut is too alike.
+    rng = np.random.default_rng(21)
+    a, b, other = voices(3, rng)
+    embeddings = np.concatenate(
+        [regions_of(a, 10, 0.5, rng), regions_of(b, 10, 0.5, rng), regions_of(toward(a, other, cosine), 2, 0.5, rng)]
+    )
+    truth = np.repeat([0, 1, 2 if speakers == 3 else 0], [10, 10, 2])
+    labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, np.full(22, 2.0))
+    assert len(centroids) == speakers
+    assert agreement(labels, truth) == 1.0
+
+
 def test_a_long_file_is_clustered_in_bounded_work_and_every_region_is_assigned() -> None:
     # More than MAX_POINTS regions (an hour is about 1,200): runs of neighbours are averaged before the
     # clustering, then each region goes to its nearest centroid.

@@ -9,8 +9,10 @@ cover it (:func:`partial_starts`). Then, here:
   then centroid linkage down to ``merge_threshold`` (a centroid of many partials is a far steadier voice
   print than one region). Clusters of fewer than ``min_points`` partials are folded into the nearest other
   one (a cough, a laugh), but those of at least ``MIN_DISTINCT_POINTS`` unlike every bigger one are kept (a
-  speaker who says little), then each region goes to its nearest centroid. The speaker count comes out of it,
-  unless the request bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and once
+  speaker who says little), then each region goes to its nearest centroid. Then the clustering is asked for
+  one speaker more, and the cut is kept while its new speaker is distinct by the same rule (a voice whose
+  regions were each too short to stay a cluster). The speaker count comes out of it, unless the request
+  bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and once
   the small clusters are folded the most alike centroids are merged past the threshold down to the upper one.
   Bounded work and memory: more than ``MAX_POINTS`` regions (a long file) are first averaged in runs of
   neighbours, and every region is then assigned to the centroids.
@@ -42,9 +44,10 @@ MIN_DISTINCT_POINTS = 4
 """A cluster of fewer than MIN_POINTS partials but at least this many (about 3 s) is kept when its centroid's
 cosine with every bigger cluster's is under DISTINCT_SIMILARITY: in a conversation of 5 or 6, someone who
 says little is still a speaker; a cough or a laugh is shorter."""
-DISTINCT_SIMILARITY = 0.7
+DISTINCT_SIMILARITY = 0.72
 """Under the centroid merge's 0.8: a small cluster more alike a bigger one than this is more likely a stray
-part of it (two speakers' centroids mostly meet at 0.5-0.7 on the hard set)."""
+part of it (two speakers' centroids mostly meet at 0.5-0.71 on the hard set, a stray part of one speaker meets
+its own at 0.73 and over)."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
@@ -109,7 +112,49 @@ def cluster(
     """(labels per partial, L2-normalised centroids per label); labels are 0..k-1. Two stages: average
     linkage down to ``threshold`` (pure clusters, a speaker often in several), then centroid linkage down to
     ``merge_threshold`` (a centroid of many partials is a far steadier voice print than one partial); both
-    within ``count``'s bounds, which only fewer points than ``count.low`` can break."""
+    within ``count``'s bounds, which only fewer points than ``count.low`` can break. Then, while
+    ``count.high`` allows, the clustering is asked for one speaker more (:func:`_one_more`)."""
+    labels, centroids = _cluster(embeddings, threshold, merge_threshold, min_points, weights, count)
+    while count.high is None or len(centroids) < count.high:
+        more = _one_more(embeddings, threshold, merge_threshold, min_points, weights, centroids)
+        if more is None:
+            break
+        labels, centroids = more
+    return labels, centroids
+
+
+def _one_more(
+    embeddings: np.ndarray,
+    threshold: float,
+    merge_threshold: float,
+    min_points: float,
+    weights: np.ndarray | None,
+    centroids: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The clustering cut at one speaker more than ``centroids``, if its new speaker (the cluster least like
+    the old centroids) is distinct by the small clusters' rule: at least MIN_DISTINCT_POINTS partials and a
+    centroid's cosine under DISTINCT_SIMILARITY with every other. The merges and the fold stop at a
+    similarity; a voice that joined another's cluster early is found when the cut is asked for by count."""
+    k = len(centroids) + 1
+    labels, more = _cluster(embeddings, threshold, merge_threshold, min_points, weights, SpeakerCount(k, k))
+    if len(more) != k or len(centroids) == 0:
+        return None
+    new = int(np.argmin((more @ centroids.T).max(axis=1)))
+    mass = np.bincount(labels, np.ones(len(labels)) if weights is None else weights, minlength=k)
+    others = np.delete(more @ more[new], new)
+    if mass[new] < MIN_DISTINCT_POINTS or others.max() >= DISTINCT_SIMILARITY:
+        return None
+    return labels, more
+
+
+def _cluster(
+    embeddings: np.ndarray,
+    threshold: float,
+    merge_threshold: float,
+    min_points: float,
+    weights: np.ndarray | None,
+    count: SpeakerCount,
+) -> tuple[np.ndarray, np.ndarray]:
     n = len(embeddings)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros((0, embeddings.shape[1] if embeddings.ndim == 2 else 0))
