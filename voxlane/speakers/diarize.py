@@ -8,12 +8,13 @@ cover it (:func:`partial_starts`). Then, here:
   average linkage on cosine similarity down to ``threshold`` (pure clusters, a speaker often in several),
   then centroid linkage down to ``merge_threshold`` (a centroid of many partials is a far steadier voice
   print than one region). Clusters of fewer than ``min_points`` partials are folded into the nearest other
-  one (a cough, a laugh), but those of at least ``MIN_DISTINCT_POINTS`` unlike every bigger one are kept (a
-  speaker who says little), then each region goes to its nearest centroid. Then the clustering is asked for
-  one speaker more, and the cut is kept while its new speaker is distinct by the same rule (a voice whose
-  regions were each too short to stay a cluster). The speaker count comes out of it, unless the request
-  bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, and once
-  the small clusters are folded the most alike centroids are merged past the threshold down to the upper one.
+  one (a cough, a laugh), then each region goes to its nearest centroid. Then the clustering is asked for one
+  speaker more (cut by count: :func:`_one_more`), and that cut is kept while its new speaker is distinct: at
+  least ``MIN_DISTINCT_POINTS`` partials, unlike every other (a speaker who says little, or whose regions were
+  each too short to stay a cluster of their own). The speaker count comes out of it, unless the request
+  bounds it (:class:`SpeakerCount`): then both stages stop at the lower bound, once the small clusters are
+  folded the most alike centroids are merged past the threshold down to the upper one, and no speaker is
+  added past it.
   Bounded work and memory: more than ``MAX_POINTS`` regions (a long file) are first averaged in runs of
   neighbours, and every region is then assigned to the centroids.
 - :func:`label_words`: each word takes the speaker whose centroid is most like the regions that overlap it,
@@ -38,15 +39,15 @@ MAX_POINTS = 600
 
 
 MIN_POINTS = 6
-"""A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one, unless it is a
-distinct voice (:data:`MIN_DISTINCT_POINTS`)."""
+"""A cluster of fewer partials (about 5 s of speech) is folded into the nearest other one; a distinct voice
+comes back when the clustering is asked for one speaker more (:data:`MIN_DISTINCT_POINTS`)."""
 MIN_DISTINCT_POINTS = 4
-"""A cluster of fewer than MIN_POINTS partials but at least this many (about 3 s) is kept when its centroid's
-cosine with every bigger cluster's is under DISTINCT_SIMILARITY: in a conversation of 5 or 6, someone who
-says little is still a speaker; a cough or a laugh is shorter."""
+"""The clustering cut at one speaker more is kept when its new speaker has at least this many partials (about
+3 s) and a centroid's cosine with every other under DISTINCT_SIMILARITY: in a conversation of 5 or 6,
+someone who says little is still a speaker; a cough or a laugh is shorter."""
 DISTINCT_SIMILARITY = 0.72
-"""Under the centroid merge's 0.8: a small cluster more alike a bigger one than this is more likely a stray
-part of it (two speakers' centroids mostly meet at 0.5-0.71 on the hard set, a stray part of one speaker meets
+"""Under the centroid merge's 0.8: a new speaker more alike another than this is more likely a stray part of
+it (on the hard set, speakers who say little meet the others at 0.5-0.71; a stray part of one speaker meets
 its own at 0.73 and over)."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
@@ -131,10 +132,11 @@ def _one_more(
     weights: np.ndarray | None,
     centroids: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The clustering cut at one speaker more than ``centroids``, if its new speaker (the cluster least like
-    the old centroids) is distinct by the small clusters' rule: at least MIN_DISTINCT_POINTS partials and a
-    centroid's cosine under DISTINCT_SIMILARITY with every other. The merges and the fold stop at a
-    similarity; a voice that joined another's cluster early is found when the cut is asked for by count."""
+    """The clustering cut at one speaker more than ``centroids`` (the count's path: the fold keeps the heaviest
+    clusters, then each region goes to its nearest centroid), if its new speaker (the cluster least like the
+    old centroids) is distinct: at least MIN_DISTINCT_POINTS partials and a centroid's cosine under
+    DISTINCT_SIMILARITY with every other. A voice folded for being small, or in regions each too short to
+    stay a cluster, gathers its regions there."""
     k = len(centroids) + 1
     labels, more = _cluster(embeddings, threshold, merge_threshold, min_points, weights, SpeakerCount(k, k))
     if len(more) != k or len(centroids) == 0:
@@ -170,9 +172,6 @@ def _cluster(
     centroids = _centroids(points, members)
     mass = np.bincount(members, weights)
     big = [k for k in range(len(centroids)) if mass[k] >= min_points]
-    if big:  # a small cluster unlike every big one is a speaker who says little, not a cough
-        unlike = (centroids @ centroids[big].T).max(axis=1) < DISTINCT_SIMILARITY
-        big = sorted(set(big) | {k for k in range(len(centroids)) if mass[k] >= MIN_DISTINCT_POINTS and unlike[k]})
     if big and len(big) < count.low:  # the bound keeps the heaviest small ones too
         big = sorted(np.argsort(-mass)[: count.low].tolist())
     if big and len(big) < len(centroids):
