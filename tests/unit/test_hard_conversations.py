@@ -66,15 +66,27 @@ def test_hard_set_composition(speakers, convs) -> None:
     assert not np.array_equal(build_hard(speakers, seed=1)[0].pcm, convs[0].pcm)
 
 
+def _joined(c: Conversation) -> list[list]:
+    """Pieces of one turn are separate entries: a speaker's consecutive entries joined into turns."""
+    turns: list[list] = []
+    for t in c.turns:
+        if turns and turns[-1][0] == t.speaker:
+            turns[-1][2] = t.end
+        else:
+            turns.append([t.speaker, t.start, t.end])
+    return turns
+
+
+def test_every_speaker_holds_a_long_turn(convs) -> None:
+    """A speaker heard only in a short reply would be one no diarizer can count (a single 0.3-1 s embedding)."""
+    for c in convs:
+        held = {who for who, a, b in _joined(c) if b - a >= 1.5}
+        assert held == set(c.speakers), c.name
+
+
 def test_short_replies_between_turns_of_another_speaker(convs) -> None:
     for c in convs:
-        # Pieces of one turn are separate entries: join a speaker's consecutive entries into turns.
-        turns: list[list] = []
-        for t in c.turns:
-            if turns and turns[-1][0] == t.speaker:
-                turns[-1][2] = t.end
-            else:
-                turns.append([t.speaker, t.start, t.end])
+        turns = _joined(c)
         short = [k for k, (_, a, b) in enumerate(turns) if b - a < 1.0]
         assert len(short) == c.short_turns >= 2, c.name
         for k in short:

@@ -4,7 +4,7 @@
 - Same-gender pairs: each speaker's voice pitch is estimated (:func:`median_f0`, autocorrelation over their
   pieces' voiced frames) and the speaker called F or M by it (:data:`F0_SPLIT_HZ`); the two-speaker
   conversations all pair two speakers of one gender, alternating women and men.
-- Many speakers: 3, 4, 5 and 6 speakers a conversation, turns of 2-10 s.
+- Many speakers: 3, 4, 5 and 6 speakers a conversation, turns of 2-10 s; each speaker holds at least one.
 - Short turns: a 0.3-1 s reply ("yes") between two long turns of one other speaker, cut at a dip of level
   from one of the speaker's shortest pieces (those are kept out of the long turns); at least two a
   conversation.
@@ -155,15 +155,18 @@ def _conversation(
 
     prev: str | None = None
     n_short = 0
+    held: set[str] = set()
     while True:
         options = [s for s in chosen if s != prev and queue[s]]
         if not options or at > max_samples:
             break
-        unseen = [s for s in options if s not in {t.speaker for t in turns}]
+        # Who has not held a long turn goes first: a speaker heard only in a short reply would be a passer-by.
+        unseen = [s for s in options if s not in held]
         who = rng.choice(unseen or options)
         if at:
             at += int(rng.uniform(0.2, 1.0) * SAMPLE_RATE)
         long_turn(who)
+        held.add(who)
         prev = who
         due = n_short < MIN_SHORT_TURNS and at > max_samples * (n_short + 1) / (MIN_SHORT_TURNS + 2)
         if queue[who] and at < 0.9 * max_samples and (due or rng.random() < SHORT_TURN_CHANCE):
