@@ -75,10 +75,12 @@ def test_words_match_the_audio_across_a_break_and_to_the_last_sound(server) -> N
     gap = max(itertools.pairwise(runs), key=lambda pair: pair[1][0] - pair[0][1])
     gap_start, gap_end = gap[0][1], gap[1][0]
     assert 0.9 <= gap_end - gap_start <= 1.1  # the break as heard (audio/gaps.py)
-    # Measured: "friend" ends 0.00-0.01 s from the silence, "Goodbye" starts 0.01-0.02 s before the sound.
+    # Measured over 30 requests (Piper's noise varies them): "friend" ends 0.00-0.02 s after the silence starts,
+    # "Goodbye" starts 0.00-0.03 s before the sound, and "now" ends 0.00-0.05 s after its last frame over 2% of
+    # the peak (its fade).
     assert abs(words["friend"]["end"] - gap_start) <= 0.04, (words["friend"], gap_start)
     assert abs(words["Goodbye"]["start"] - gap_end) <= 0.04, (words["Goodbye"], gap_end)
-    assert abs(words["now"]["end"] - runs[-1][1]) <= 0.04, (words["now"], runs[-1])
+    assert -0.02 <= words["now"]["end"] - runs[-1][1] <= 0.08, (words["now"], runs[-1])
 
 
 def test_timestamps_other_than_word_or_without_sse_are_a_400_saying_what_to_send(server) -> None:
