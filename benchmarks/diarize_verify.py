@@ -111,12 +111,8 @@ def cluster(v: Verifier, embeddings: np.ndarray, threshold: float, merge: float,
     """Centroids: the server's clustering without its count step, then the count step decided by ``v``, then
     the clusters ``v`` finds to be one voice merged."""
     labels, centroids = D._cluster(embeddings, threshold, merge, D.MIN_POINTS, weights, D.SpeakerCount())
-    while len(centroids):
-        k = len(centroids) + 1
-        more_labels, more = D._cluster(embeddings, threshold, merge, D.MIN_POINTS, weights, D.SpeakerCount(k, k))
-        if len(more) != k:
-            break
-        new = int(np.argmin((more @ centroids.T).max(axis=1)))
+    while (cut := D.one_more_cut(embeddings, threshold, merge, D.MIN_POINTS, weights, centroids)) is not None:
+        more_labels, more, new = cut
         sims = more @ more[new]
         sims[new] = -np.inf
         s = v.similarity(more_labels, new, int(np.argmax(sims)))
@@ -148,10 +144,7 @@ def diarize(v: Verifier, inputs: list) -> list[D.SpeakerSegment]:
     if count != D.SpeakerCount():  # a request's hints: the server's path
         return D.diarize(*inputs)
     centroids = cluster(v, embeddings, threshold, merge, weights)
-    similarity = embeddings @ centroids.T if len(centroids) else np.zeros((len(regions), 1))
-    labels = D.label_words(words, regions, similarity, min_turn_s)
-    names = D.name_speakers(list(dict.fromkeys(labels)), centroids, references, known)
-    return D.speaker_segments(words, labels, names, regions)
+    return D.segments_of(words, regions, embeddings, centroids, references, known, min_turn_s)
 
 
 def score(path: Path, dev_dir: Path, trial: Trial, verbose: bool) -> None:

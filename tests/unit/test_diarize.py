@@ -122,8 +122,7 @@ def toward(a: np.ndarray, other: np.ndarray, cosine: float) -> np.ndarray:
 
 def test_a_speaker_who_says_little_is_kept_up_to_a_cosine_of_072_with_another() -> None:
     # Two speakers, and a third with two steady regions of 2 partials (4 < MIN_POINTS) whose centroid is 0.71
-    # alike the first speaker's: on the hard set, speakers who say little meet the others at 0.70-0.71 and a
-    # stray part of one speaker meets its own at 0.73 and over.
+    # alike the first speaker's: under DISTINCT_SIMILARITY (0.72), so the count step keeps it.
     rng = np.random.default_rng(1)
     a, b, other = voices(3, rng)
     embeddings = np.concatenate(

@@ -132,21 +132,38 @@ def _one_more(
     weights: np.ndarray | None,
     centroids: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The clustering cut at one speaker more than ``centroids`` (the count's path: the fold keeps the heaviest
-    clusters, then each region goes to its nearest centroid), if its new speaker (the cluster least like the
-    old centroids) is distinct: at least MIN_DISTINCT_POINTS partials and a centroid's cosine under
-    DISTINCT_SIMILARITY with every other. A voice folded for being small, or in regions each too short to
-    stay a cluster, gathers its regions there."""
-    k = len(centroids) + 1
-    labels, more = _cluster(embeddings, threshold, merge_threshold, min_points, weights, SpeakerCount(k, k))
-    if len(more) != k or len(centroids) == 0:
+    """The clustering cut at one speaker more than ``centroids`` (:func:`one_more_cut`), if its new speaker is
+    distinct: at least MIN_DISTINCT_POINTS partials and a centroid's cosine under DISTINCT_SIMILARITY with
+    every other. A voice folded for being small, or in regions each too short to stay a cluster, gathers its
+    regions there."""
+    cut = one_more_cut(embeddings, threshold, merge_threshold, min_points, weights, centroids)
+    if cut is None:
         return None
-    new = int(np.argmin((more @ centroids.T).max(axis=1)))
-    mass = np.bincount(labels, np.ones(len(labels)) if weights is None else weights, minlength=k)
+    labels, more, new = cut
+    mass = np.bincount(labels, np.ones(len(labels)) if weights is None else weights, minlength=len(more))
     others = np.delete(more @ more[new], new)
     if mass[new] < MIN_DISTINCT_POINTS or others.max() >= DISTINCT_SIMILARITY:
         return None
     return labels, more
+
+
+def one_more_cut(
+    embeddings: np.ndarray,
+    threshold: float,
+    merge_threshold: float,
+    min_points: float,
+    weights: np.ndarray | None,
+    centroids: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """(labels, centroids, the new speaker's label) of the clustering cut at one speaker more than
+    ``centroids`` (the count's path: the fold keeps the heaviest clusters, then each region goes to its
+    nearest centroid); the new speaker is the cluster least like the old centroids. None when there is no
+    such cut."""
+    k = len(centroids) + 1
+    labels, more = _cluster(embeddings, threshold, merge_threshold, min_points, weights, SpeakerCount(k, k))
+    if len(more) != k or len(centroids) == 0:
+        return None
+    return labels, more, int(np.argmin((more @ centroids.T).max(axis=1)))
 
 
 def _cluster(
@@ -402,6 +419,19 @@ def diarize(
 ) -> list[SpeakerSegment]:
     """The transcript's words as segments of one speaker each, named (see the module docstring)."""
     _, centroids = cluster(embeddings, threshold, merge_threshold, MIN_POINTS, weights, count)
+    return segments_of(words, regions, embeddings, centroids, references, known_threshold, min_turn_s)
+
+
+def segments_of(
+    words: list[TimedWord],
+    regions: list[Region],
+    embeddings: np.ndarray,
+    centroids: np.ndarray,
+    references: list[tuple[str, np.ndarray]],
+    known_threshold: float,
+    min_turn_s: float,
+) -> list[SpeakerSegment]:
+    """The words' segments once the speakers' ``centroids`` are known: each word's speaker, the names, the runs."""
     similarity = embeddings @ centroids.T if len(centroids) else np.zeros((len(regions), 1))
     word_labels = label_words(words, regions, similarity, min_turn_s)
     order = list(dict.fromkeys(word_labels))
