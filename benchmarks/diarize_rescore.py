@@ -25,7 +25,6 @@ import argparse
 import json
 import pickle
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +39,28 @@ from voxlane.bench.hard_conversations import build_hard
 def serve(dump: Path, argv: list[str]) -> int:
     import voxlane.server.diarized as route
     from voxlane.cli import main
+    from voxlane.speakers.diarize import MIN_TURN_S
 
     dump.mkdir(parents=True, exist_ok=True)
-    inner = route.diarize
-    lock = threading.Lock()
+    inner = route.speaker_segments
     calls = [len(list(dump.glob("*.pkl")))]
 
-    def recording(*args: Any) -> Any:
-        out = inner(*args)
-        with lock:
-            (dump / f"{calls[0]:05d}.pkl").write_bytes(pickle.dumps(args))
-            calls[0] += 1
+    async def recording(state: Any, diarization: Any, segments: Any) -> Any:
+        out = await inner(state, diarization, segments)
+        c = state.config
+        args = (
+            *route._inputs(diarization, segments),
+            c.diarize_threshold,
+            c.diarize_merge_threshold,
+            c.diarize_known_threshold,
+            MIN_TURN_S,
+            diarization.count,
+        )  # diarize's arguments: without the count check, whether or not the server ran it
+        (dump / f"{calls[0]:05d}.pkl").write_bytes(pickle.dumps(args))
+        calls[0] += 1
         return out
 
-    route.diarize = recording  # type: ignore[assignment]
+    route.speaker_segments = recording  # type: ignore[assignment]
     return main(["serve", *argv])
 
 

@@ -87,6 +87,9 @@ class SpeakerWindow(msgspec.Struct, tag="speaker"):
     n_frames: int
     spans: list[tuple[int, int]]
     """(first, end) frames of the speech regions to embed."""
+    check: bool = False
+    """Embed with the count check's encoder (--speaker-check-model), each span whole: stretches of one
+    cluster's speech joined, which decide whether a candidate speaker is one (server/diarized.py)."""
 
 
 class SpeechUnit(msgspec.Struct, tag="speech"):
@@ -271,6 +274,8 @@ class Ready(msgspec.Struct, tag="ready"):
     n_mels: int
     speakers: str | None = None
     """Why the engine cannot diarize (its speaker encoder did not load), for a 400's message; None: it can."""
+    count_check: bool = False
+    """Whether it loaded the count check's encoder (--speaker-check-model): ``SpeakerWindow.check``."""
 
 
 class Histogram(msgspec.Struct):

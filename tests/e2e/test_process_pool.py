@@ -9,8 +9,10 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import metric, running_server
+from tests.conftest import DEV_DIR, metric, running_server
 from voxlane.audio import shared
+from voxlane.bench.conversations import load_pieces, wav_bytes
+from voxlane.bench.hard_conversations import build_hard
 from voxlane.bench.wer import normalise
 
 
@@ -88,3 +90,19 @@ def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
                 )
             assert _until_no_blocks(srv.proc.pid) == []
             assert httpx.get(srv.base_url + "/health", timeout=5).status_code == 200
+
+        # A diarized request keeps its block until its speakers are known: the count check joins its
+        # stretches from it in the workers (hard19 of the hard set's seed 1: five speakers, two of them
+        # found by the check, as on the thread pool; tests/e2e/test_diarization.py).
+        conv = next(c for c in build_hard(load_pieces(DEV_DIR), 1) if c.name == "hard19-5spk")
+        r = httpx.post(
+            srv.base_url + "/v1/audio/transcriptions",
+            files={"file": ("hard19.wav", wav_bytes(conv.pcm), "audio/wav")},
+            data={"model": "whisper-1", "response_format": "diarized_json"},
+            timeout=300,
+        )
+        assert r.status_code == 200, r.text
+        assert len({s["speaker"] for s in r.json()["segments"]}) == 5
+        text = httpx.get(srv.base_url + "/metrics", timeout=10).text
+        assert metric(text, "voxlane_speaker_count_checks_total", verdict="speaker") == 2
+        assert _until_no_blocks(srv.proc.pid) == []

@@ -67,3 +67,56 @@ def test_queued_windows_are_embedded_together_each_with_its_own_result() -> None
             assert r.array().tolist() == [[r.index, sizes[r.index]]]
     assert max(encoder.batches) == SPEAKER_WINDOWS  # windows shared a batch
     assert encoder.batches.count(1) >= 1  # the failing batch was split to find its bad window
+
+
+class _Tagged:
+    """Embeds each span as [tag, first frame]."""
+
+    def __init__(self, tag: float) -> None:
+        self.tag = tag
+        self.batches: list[int] = []
+
+    def embed_windows(
+        self, windows: list[tuple[np.ndarray, list[tuple[int, int]]]]
+    ) -> list[tuple[np.ndarray, list[int]]]:
+        self.batches.append(len(windows))
+        return [(np.array([[self.tag, a] for a, _ in spans], np.float32), [1] * len(spans)) for _, spans in windows]
+
+
+def _results(core, n: int) -> list[SpeakerResult]:
+    results: list[SpeakerResult] = []
+    deadline = time.monotonic() + 5
+    while len(results) < n and time.monotonic() < deadline:
+        results += [r for r in core.step(time.monotonic()) if isinstance(r, SpeakerResult)]
+        time.sleep(0.001)
+    return results
+
+
+def test_count_check_windows_are_embedded_by_the_check_encoder() -> None:
+    # A request's windows and the count check's stretches queued together (the speaker thread held until all
+    # are queued, so that one run takes them all): each goes to its own encoder.
+    core = make_core(FakeRunner())
+    plain, checks = _Tagged(1.0), _Tagged(2.0)
+    core.speaker_encoder, core.check_encoder = plain, checks  # type: ignore[assignment]
+    gate = threading.Event()
+    core._speaker_executor.submit(gate.wait, 5)
+    for i in range(3):
+        core.add_speaker_window(*_window("a", i, 100))
+    check = SpeakerWindow("c", 0, 1, 500, [(0, 250), (250, 500)], check=True)
+    core.add_speaker_window(check, np.zeros((500, 120), np.float32))
+    gate.set()
+    results = {r.request_id + str(r.index): r for r in _results(core, 4)}
+    assert plain.batches == [3] and checks.batches == [1]
+    assert sorted(results) == ["a0", "a1", "a2", "c0"]
+    assert results["c0"].array().tolist() == [[2.0, 0.0], [2.0, 250.0]]
+    assert all(results[f"a{i}"].array().tolist() == [[1.0, i]] for i in range(3))
+
+
+def test_without_a_check_encoder_a_check_window_fails_alone() -> None:
+    core = make_core(FakeRunner())
+    core.speaker_encoder = _Tagged(1.0)  # type: ignore[assignment]
+    core.add_speaker_window(SpeakerWindow("c", 0, 1, 300, [(0, 300)], check=True), np.zeros((300, 120), np.float32))
+    core.add_speaker_window(*_window("a", 0, 100))
+    results = {r.request_id: r for r in _results(core, 2)}
+    assert results["c"].error == "this engine has no count check encoder"
+    assert results["a"].error is None and results["a"].array().tolist() == [[1.0, 0.0]]

@@ -18,7 +18,9 @@ from voxlane.speakers.diarize import (
     SpeakerCount,
     TimedWord,
     cluster,
+    count_candidate,
     diarize,
+    first_clusters,
     label_words,
     speaker_segments,
 )
@@ -300,3 +302,41 @@ def test_num_speakers_folds_a_cough_before_merging_speakers() -> None:
     labels, centroids = cluster(embeddings, THRESHOLD, MERGE_THRESHOLD, MIN_POINTS, weights, SpeakerCount(2, 2))
     assert len(centroids) == 2
     assert agreement(labels[:20], np.repeat([0, 1], 10)) == 1.0 and labels[0] != labels[10]
+
+
+def _check_case(third_s: list[float]) -> tuple[np.ndarray, list[Region], np.ndarray]:
+    """Two speakers of 10 regions of 1 s, alternating (A's at 0, 2, 4... s), then a third voice, 0.4 alike
+    A's, in 4 regions of 1 partial (folded at first: the count step's candidate) of ``third_s`` seconds: the
+    first and third steady, the others noisy."""
+    rng = np.random.default_rng(6)
+    a, b, other = voices(3, rng)
+    third = toward(a, other, 0.4)
+    steady, noisy = regions_of(third, 2, 0.05, rng), regions_of(third, 2, 0.6, rng)
+    embeddings = np.concatenate(
+        [regions_of(a, 10, 0.3, rng), regions_of(b, 10, 0.3, rng), steady[:1], noisy[:1], steady[1:], noisy[1:]]
+    )
+    starts = [2.0 * i for i in range(10)] + [2.0 * i + 1 for i in range(10)] + [30.0, 35.0, 40.0, 45.0]
+    regions = [Region(s, s + d) for s, d in zip(starts, [1.0] * 20 + third_s)]
+    return embeddings, regions, np.array([2.0] * 20 + [1.0] * 4)
+
+
+def test_the_count_check_hears_the_candidates_most_typical_speech_and_as_much_of_its_nearest() -> None:
+    # The candidate's steady regions (2.5 + 2.0 s) reach CHECK_MAX_S before its noisy ones are needed; its
+    # nearest speaker, A, gives its first 4.5 s in time order, the fifth region cut short.
+    embeddings, regions, weights = _check_case([2.5, 1.0, 2.0, 1.5])
+    _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
+    assert len(centroids) == 2
+    candidate = count_candidate(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
+    assert candidate is not None and len(candidate.centroids) == 3
+    mine, theirs = candidate.stretches
+    assert mine == [Region(30.0, 32.5), Region(40.0, 42.0)]
+    assert theirs == [Region(0.0, 1.0), Region(2.0, 3.0), Region(4.0, 5.0), Region(6.0, 7.0), Region(8.0, 8.5)]
+
+
+def test_the_count_step_ends_at_a_candidate_with_too_little_speech_to_check() -> None:
+    embeddings, regions, weights = _check_case([0.6] * 4)  # 2.4 s < CHECK_MIN_S
+    _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
+    assert count_candidate(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids) is None
+    embeddings, regions, weights = _check_case([0.7] * 4)
+    candidate = count_candidate(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
+    assert candidate is not None and sum(r.end - r.start for r in candidate.stretches[0]) == pytest.approx(2.8)

@@ -243,6 +243,14 @@ class EngineConfig:
         user=True,
     )
     """Without the file the server still starts and transcribes; diarized_json is then a 400 that says how to get it."""
+    speaker_check_model: str = setting(
+        "campplus",
+        "the encoder that decides diarization's speaker count: each candidate speaker's speech joined into a few "
+        "seconds, embedded whole and compared with the nearest speaker's (campplus, ge2e or a .npz, as "
+        "--speaker-model); none: the count from --speaker-model's embeddings alone",
+        group="models",
+    )
+    """Without its weights the engine logs a warning and the count comes from the embeddings alone."""
     speaker_threads: int = setting(
         1,
         "threads of the speaker encoder (numpy's BLAS in the engine process), on its own executor thread",

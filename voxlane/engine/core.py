@@ -83,12 +83,14 @@ class EngineCore:
         load_runner: Callable[[str], Runner] | None = None,
         default_memory_bytes: int = 0,
         speaker_encoder: SpeakerEncoder | None = None,
+        check_encoder: SpeakerEncoder | None = None,
         now: float | None = None,
     ) -> None:
         """``tts_runners``: one per speech slot (none: an engine without speech); ``tts_solo_runner``: the
         many-thread runner for a unit that runs alone (engine/tts.py); ``load_runner``: loads the Whisper model
         in a directory (called on the loader thread; None: only ``runner``, the default model, is served);
-        ``speaker_encoder``: diarization's (None: an engine that cannot diarize)."""
+        ``speaker_encoder``: diarization's (None: an engine that cannot diarize); ``check_encoder``: the one
+        that embeds the speaker count check's stretches (``SpeakerWindow.check``; None: there is none)."""
         self.runner = runner
         self.models = ModelPool(
             config.model_path,
@@ -107,6 +109,7 @@ class EngineCore:
         """Request ids of LoadModel messages waiting for their model."""
         self._running_models: dict[Future[tuple[list[_Done], list[float]]], str] = {}
         self.speaker_encoder = speaker_encoder
+        self.check_encoder = check_encoder
         self._speaker_executor = ThreadPoolExecutor(1, thread_name_prefix="voxlane-speaker")
         self._speaker_queue: list[tuple[SpeakerWindow, np.ndarray]] = []
         """Windows waiting for the speaker thread (under ``_lock``): it takes up to SPEAKER_WINDOWS at once."""
@@ -223,13 +226,15 @@ class EngineCore:
         self._on_batch_done()
 
     def _embed(self, work: list[tuple[SpeakerWindow, np.ndarray]]) -> list[SpeakerResult]:
-        if self.speaker_encoder is None:
-            return [
-                SpeakerResult(msg.request_id, msg.index, b"", 0, [], error="this engine has no speaker encoder")
-                for msg, _ in work
-            ]
+        checks = [item for item in work if item[0].check]
+        if checks and len(checks) < len(work):  # one encoder a batch
+            return self._embed([item for item in work if not item[0].check]) + self._embed(checks)
+        encoder = self.check_encoder if checks else self.speaker_encoder
+        if encoder is None:
+            error = "this engine has no count check encoder" if checks else "this engine has no speaker encoder"
+            return [SpeakerResult(msg.request_id, msg.index, b"", 0, [], error=error) for msg, _ in work]
         try:
-            embedded = self.speaker_encoder.embed_windows([(mel, msg.spans) for msg, mel in work])
+            embedded = encoder.embed_windows([(mel, msg.spans) for msg, mel in work])
         except Exception:
             if len(work) > 1:  # find the window that fails: never its batch
                 return [result for one in work for result in self._embed([one])]

@@ -135,6 +135,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         time.sleep(0.5)  # let the output thread send the reason
         return
     speaker_encoder, speaker_problem = _load_speaker_encoder(config)
+    check_encoder = _load_check_encoder(config, speaker_encoder)
     core = EngineCore(
         runner,
         config,
@@ -144,12 +145,14 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         load_runner=_whisper_loader(config),
         default_memory_bytes=default_memory,
         speaker_encoder=speaker_encoder,
+        check_encoder=check_encoder,
     )
     freeze_startup_heap()  # full collections would otherwise walk the loaded runtimes' objects each time
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
     probes: queue.Queue[ProbeVoice | None] = queue.Queue()
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
-    outbox.put(Ready(config.model_path, runner.is_multilingual, runner.n_mels, speakers=speaker_problem))
+    ready = Ready(config.model_path, runner.is_multilingual, runner.n_mels, speaker_problem, check_encoder is not None)
+    outbox.put(ready)
     log.info(
         "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d, live <= %d); "
         "speech: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
@@ -276,6 +279,29 @@ def _load_speaker_encoder(config: EngineConfig) -> tuple[Any, str | None]:
     except Exception as exc:
         log.exception("could not load the speaker encoder from %s", path)
         return None, f"the speaker encoder at {path} could not be loaded ({exc}); run {INSTALL_HINT}"
+
+
+def _load_check_encoder(config: EngineConfig, speaker_encoder: Any) -> Any:
+    """The count check's encoder (--speaker-check-model), or None: none asked for, no speaker encoder to
+    diarize with, or its weights missing (the count then comes from the clustering's embeddings alone)."""
+    from voxlane.runners.speaker import load_encoder
+    from voxlane.speakers.weights import INSTALL_HINT, weights_path
+
+    if config.speaker_check_model == "none" or speaker_encoder is None:
+        return None
+    path = weights_path(config.speaker_check_model)
+    if path == weights_path(config.speaker_model):
+        return speaker_encoder
+    try:
+        return load_encoder(path)
+    except Exception as exc:
+        log.warning(
+            "no count check encoder (%s): diarization counts speakers from its embeddings alone; run %s (%s)",
+            path,
+            INSTALL_HINT,
+            exc,
+        )
+        return None
 
 
 def _loop(

@@ -70,6 +70,11 @@ class RayEngineClient(EngineFront):
             return "no engine replica is ready"
         return self.ready.speakers
 
+    @property
+    def count_check(self) -> bool:
+        """Whether the replica that answered at start has the count check's encoder."""
+        return bool(self.ready and self.ready.count_check)
+
     async def send(self, msg: WindowRequest | SpeakerWindow | SpeechUnit, features: np.ndarray | None = None) -> None:
         """Send one window (with its log-mel ``features``), one speaker window (with its speaker mel) or one
         speech unit of an open stream to a replica; returns at once, and the replica's answer goes to the

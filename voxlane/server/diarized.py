@@ -6,14 +6,16 @@ embeds the speech regions (``SpeakerWindow``); the clustering and the words' spe
 from __future__ import annotations
 
 import asyncio
+import bisect
 import math
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from voxlane.errors import InvalidRequest
-from voxlane.messages import Segment, SpeakerResult
+from voxlane.errors import InvalidRequest, VoxlaneError
+from voxlane.messages import Segment, SpeakerResult, SpeakerWindow
 from voxlane.protocol import (
     DIARIZED_FORMATS,
     MAX_KNOWN_SPEAKERS,
@@ -26,7 +28,19 @@ from voxlane.protocol import (
 )
 from voxlane.server.formats import join_text
 from voxlane.server.state import AppState
-from voxlane.speakers.diarize import MIN_TURN_S, Region, SpeakerCount, SpeakerSegment, TimedWord, diarize
+from voxlane.speakers.diarize import (
+    CHECK_DIFFERENT,
+    MIN_TURN_S,
+    Region,
+    SpeakerCount,
+    SpeakerSegment,
+    TimedWord,
+    count_candidate,
+    diarize,
+    first_clusters,
+    segments_of,
+)
+from voxlane.speakers.features import SAMPLE_RATE, stretch_features
 from voxlane.speakers.references import reference_features
 
 
@@ -50,6 +64,21 @@ class Diarization:
     edges: list[list[tuple[int, int]]] = field(default_factory=list)
     """Each window's speech regions (the ones embedded) cut to their speech (features.py ``speech_edges``), in
     frames of that window: the times the words and segments are placed by."""
+    sources: list[np.ndarray | tuple[str, int, int]] = field(default_factory=list)
+    """With the count check: each window's int16 samples, or (block, first sample, count) in the request's
+    block of shared memory, kept until the speakers are known (the audio the request already holds)."""
+
+    def samples(self, region: Region) -> np.ndarray | tuple[str, int, int]:
+        """The samples of ``region`` (within one window): a view of its window's, or their place in the block."""
+        w = bisect.bisect_right(self.window_offsets_s, region.start + 1e-6) - 1
+        offset, source = self.window_offsets_s[w], self.sources[w]
+        a = round((region.start - offset) * SAMPLE_RATE)
+        b = round((region.end - offset) * SAMPLE_RATE)
+        if isinstance(source, tuple):
+            name, first, count = source
+            a, b = min(a, count), min(b, count)
+            return (name, first + a, b - a)
+        return source[a:b]
 
 
 def check(state: AppState, task: Task, params: TranscriptionRequest) -> None:
@@ -167,23 +196,55 @@ def _inputs(
 
 
 async def speaker_segments(state: AppState, diarization: Diarization, segments: list[Segment]) -> list[SpeakerSegment]:
-    """The transcript's words, clustered by speaker and named, on the audio pool."""
+    """The transcript's words, clustered by speaker and named, on the audio pool. With the count check, each
+    speaker the count step adds is first heard by the engine's check encoder (:func:`_distinct`)."""
     words, regions, embeddings, weights, refs = _inputs(diarization, segments)
     config = state.config
-    return await state.executors.run(
-        "audio",
-        diarize,
-        words,
-        regions,
-        embeddings,
-        weights,
-        refs,
-        config.diarize_threshold,
-        config.diarize_merge_threshold,
-        config.diarize_known_threshold,
-        MIN_TURN_S,
-        diarization.count,
+    run = state.executors.run
+    threshold, merge = config.diarize_threshold, config.diarize_merge_threshold
+    if not diarization.sources:
+        return await run(
+            "audio",
+            diarize,
+            words,
+            regions,
+            embeddings,
+            weights,
+            refs,
+            threshold,
+            merge,
+            config.diarize_known_threshold,
+            MIN_TURN_S,
+            diarization.count,
+        )
+    count = diarization.count
+    _, centroids = await run("audio", first_clusters, embeddings, threshold, merge, weights, count)
+    while count.high is None or len(centroids) < count.high:
+        candidate = await run("audio", count_candidate, embeddings, regions, threshold, merge, weights, centroids)
+        if candidate is None or not await _distinct(state, diarization, candidate.stretches):
+            break
+        centroids = candidate.centroids
+    return await run(
+        "audio", segments_of, words, regions, embeddings, centroids, refs, config.diarize_known_threshold, MIN_TURN_S
     )
+
+
+async def _distinct(state: AppState, diarization: Diarization, stretches: tuple[list[Region], list[Region]]) -> bool:
+    """Whether two stretches of speech are two voices: their samples joined, their features on the audio
+    pool, each embedded whole by the engine's check encoder; a cosine under CHECK_DIFFERENT."""
+    pieces = [[diarization.samples(r) for r in stretch] for stretch in stretches]
+    features, spans = await state.executors.run("audio", stretch_features, pieces)
+    engine = state.engine
+    async with engine.speakers(uuid.uuid4().hex + "-check", 1) as stream:
+        await engine.send(SpeakerWindow(stream.request_id, 0, 1, len(features), spans, check=True), features)
+        async for result in stream.results(state.config.request_timeout_s):
+            if result.error:
+                raise VoxlaneError(f"diarization failed: {result.error}")
+            a, b = result.array()
+            distinct = float(a @ b) < CHECK_DIFFERENT
+            state.metrics.speaker_checks.labels("speaker" if distinct else "same").inc()
+            return distinct
+    raise VoxlaneError("diarization failed: the engine sent no speaker count check")
 
 
 def segment_events(parts: list[SpeakerSegment]) -> list[dict[str, Any]]:

@@ -94,6 +94,13 @@ class Metrics:
             "Seconds of audio in admitted transcriptions' windows whose text has not come back yet.",
             registry=registry,
         )
+        self.speaker_checks = Counter(
+            "voxlane_speaker_count_checks",
+            "Candidate speakers the diarization count step had the check encoder hear (--speaker-check-model), "
+            "by verdict: 'speaker' (kept) or 'same' (a part of the nearest speaker's voice: the count ends).",
+            ["verdict"],
+            registry=registry,
+        )
         self.speech_seconds = Counter(
             "voxlane_speech_seconds", "Seconds of speech synthesised and sent.", registry=registry
         )

@@ -170,10 +170,25 @@ def window_speaker_features(
     """(speaker features, speech regions, their ``speech_edges``) of one window: its int16 samples, or (block,
     first sample, count) in a block of shared memory (audio/shared.py), read without removing it. On the audio
     pool."""
+    features = speaker_features(_samples(pcm))
+    regions = speech_regions(features)
+    return features, regions, speech_edges(features, regions)
+
+
+def stretch_features(
+    stretches: list[list[np.ndarray | tuple[str, int, int]]],
+) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """(speaker features, each stretch's (first, end) frames in them) of stretches of speech, each the
+    pieces given (int16 samples, or (block, first sample, count) as :func:`window_speaker_features` takes)
+    joined: the speaker count check's utterances (server/diarized.py). On the audio pool."""
+    parts = [speaker_features(np.concatenate([_samples(p) for p in pieces])) for pieces in stretches]
+    ends = np.cumsum([len(p) for p in parts]).tolist()
+    return np.concatenate(parts), [(end - len(p), end) for p, end in zip(parts, ends)]
+
+
+def _samples(pcm: np.ndarray | tuple[str, int, int]) -> np.ndarray:
     if isinstance(pcm, tuple):
         name, start, count = pcm
         with attach(name) as block:
-            pcm = np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
-    features = speaker_features(pcm)
-    regions = speech_regions(features)
-    return features, regions, speech_edges(features, regions)
+            return np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
+    return pcm

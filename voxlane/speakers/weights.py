@@ -68,6 +68,9 @@ MODELS = {
     ),
 }
 DEFAULT_MODEL = "ge2e"
+INSTALLED = ("ge2e", "campplus")
+"""What ``make install`` (this module without ``--model``) fetches: GE2E for the regions, CAM++ for the
+speaker count check (--speaker-check-model)."""
 DATA_DIR = Path(sys.prefix) / "share" / "voxlane"
 WEIGHTS_NAME = MODELS[DEFAULT_MODEL].weights_name
 DEFAULT_PATH = DATA_DIR / WEIGHTS_NAME
@@ -132,9 +135,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Fetch and convert the speaker encoder's weights (diarization).")
     parser.add_argument("--dest", type=Path, default=DATA_DIR, help=f"directory to write to (default {DATA_DIR})")
     parser.add_argument("--if-missing", action="store_true", help="do nothing when the weights are already there")
-    parser.add_argument("--model", choices=sorted(MODELS), action="append", help=f"(default: {DEFAULT_MODEL})")
+    parser.add_argument(
+        "--model", choices=sorted(MODELS), action="append", help=f"(default: {' and '.join(INSTALLED)})"
+    )
     args = parser.parse_args()
-    for model in args.model or [DEFAULT_MODEL]:
+    for model in args.model or INSTALLED:
         if args.if_missing and (args.dest / MODELS[model].weights_name).is_file():
             continue
         print(f"speaker encoder weights ({model}): {fetch(args.dest, model)}")

@@ -76,6 +76,11 @@ class EngineHandle(Protocol):
         ...
 
     @property
+    def count_check(self) -> bool:
+        """Whether the engine embeds the speaker count check's stretches (``SpeakerWindow.check``)."""
+        ...
+
+    @property
     def queued_windows(self) -> int: ...
 
     @property

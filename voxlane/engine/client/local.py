@@ -113,6 +113,10 @@ class EngineClient(EngineFront):
         return self.ready.speakers
 
     @property
+    def count_check(self) -> bool:
+        return bool(self.ready and self.ready.count_check)
+
+    @property
     def n_mels(self) -> int:
         return self.ready.n_mels if self.ready else 80
 

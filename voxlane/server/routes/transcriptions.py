@@ -145,7 +145,10 @@ async def _transcribe(request: Request, state: AppState, task: Task, arrived_s: 
     segments, language = await _cancel_on_disconnect(request, job.collect())
     state.metrics.audio_seconds.inc(audio.duration_s)
     if diarization is not None:
-        parts = await diarized.speaker_segments(state, diarization, segments)
+        try:
+            parts = await diarized.speaker_segments(state, diarization, segments)
+        finally:
+            job.release_samples()
         if params.response_format == "rttm":
             turns = ((p.start, p.end, p.speaker) for p in parts)
             return PlainTextResponse(to_rttm(rttm_file_id(form.upload.filename), turns))
@@ -245,7 +248,10 @@ class _Job:
         self._release_block = weakref.finalize(self, shared.unlink, audio.block) if audio.block else None
         """Removes the block when this job is gone before its last window's features were asked for (a
         request that ended early, or a stream never read); the worker of the last window removes it
-        otherwise."""
+        otherwise, unless the speaker count check reads it: then :meth:`release_samples` does."""
+        self._keep_samples = diarization is not None and state.engine.count_check
+        """A diarized request on an engine with the count check keeps its samples until its speakers are
+        known (server/diarized.py): the stretches it checks are joined from them."""
 
     async def results(self) -> AsyncIterator[WindowResult]:
         if not self.windows:
@@ -309,7 +315,8 @@ class _Job:
             for index, window in enumerate(self.windows):
                 if spk is not None and diarization is not None:
                     await self._send_speaker_window(spk, diarization, index, window)
-                features, n_frames, speech = await self._features(window, last=index == len(self.windows) - 1)
+                last = index == len(self.windows) - 1 and not self._keep_samples
+                features, n_frames, speech = await self._features(window, last=last)
                 window.pcm = _NO_SAMPLES  # its features go to the engine: the samples are not read again
                 msg = WindowRequest(
                     req.request_id,
@@ -340,6 +347,8 @@ class _Job:
         mel, regions, edges = await self.state.executors.run("audio", window_speaker_features, pcm)
         diarization.window_offsets_s.append(window.offset_s)
         diarization.edges.append(edges)
+        if self._keep_samples:
+            diarization.sources.append(pcm)
         await self.state.engine.send(SpeakerWindow(spk.request_id, index, spk.count, len(mel), regions), mel)
 
     async def _features(self, window: AudioWindow, last: bool) -> tuple[np.ndarray, int, Speech]:
@@ -374,6 +383,13 @@ class _Job:
         features = shared.features_view(name, out) if isinstance(out, tuple) else out
         self.state.metrics.audio_transfers.labels("shared_memory" if isinstance(out, tuple) else "pipe").inc()
         return features, n_frames, speech
+
+    def release_samples(self) -> None:
+        """Drop the samples kept for the count check, once the speakers are known (or the request failed)."""
+        if self.diarization is not None:
+            self.diarization.sources = []
+        if self._release_block is not None:
+            self._release_block()
 
     async def collect(self) -> tuple[list[Segment], str]:
         segments: list[Segment] = []
@@ -435,8 +451,11 @@ async def _segment_events(job: _Job) -> AsyncGenerator[dict[str, Any], None]:
     ``transcript.text.done``. Speakers are clustered over the whole audio, so the segments come once the last
     window is transcribed (docs/diarization.md)."""
     assert job.diarization is not None
-    segments, _ = await job.collect()
-    parts = await diarized.speaker_segments(job.state, job.diarization, segments)
+    try:
+        segments, _ = await job.collect()
+        parts = await diarized.speaker_segments(job.state, job.diarization, segments)
+    finally:
+        job.release_samples()
     for event in diarized.segment_events(parts):
         yield event
     job.state.metrics.audio_seconds.inc(job.duration_s)
