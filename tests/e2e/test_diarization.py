@@ -153,7 +153,12 @@ def test_the_count_check_finds_five_speakers_where_the_embeddings_found_three(se
     after = httpx.get(server.base_url + "/metrics", timeout=10).text
     assert len({s.speaker for s in result.segments}) == 5
     assert der(conv, [s.model_dump() for s in result.segments])["der"] <= DER_BOUND
-    assert {v: _checks(after, v) - _checks(before, v) for v in ("speaker", "same")} == {"speaker": 2, "same": 1}
+    checks = {
+        (step, v): _checks(after, step, v) - _checks(before, step, v)
+        for step in ("add", "split")
+        for v in ("speaker", "same")
+    }
+    assert checks == {("add", "speaker"): 2, ("add", "same"): 1, ("split", "speaker"): 0, ("split", "same"): 0}
 
 
 def test_without_the_check_encoders_weights_the_count_comes_from_the_embeddings(tmp_path: Path) -> None:
@@ -170,12 +175,12 @@ def test_without_the_check_encoders_weights_the_count_comes_from_the_embeddings(
         )
         assert len({s.speaker for s in result.segments}) == 3
         text = httpx.get(srv.base_url + "/metrics", timeout=10).text
-        assert _checks(text, "speaker") == _checks(text, "same") == 0
+        assert sum(_checks(text, step, v) for step in ("add", "split") for v in ("speaker", "same")) == 0
 
 
-def _checks(metrics_text: str, verdict: str) -> float:
+def _checks(metrics_text: str, step: str, verdict: str) -> float:
     try:
-        return metric(metrics_text, "voxlane_speaker_count_checks_total", verdict=verdict)
+        return metric(metrics_text, "voxlane_speaker_count_checks_total", step=step, verdict=verdict)
     except KeyError:  # no check with that verdict yet
         return 0.0
 

@@ -104,5 +104,5 @@ def test_process_pool_transcribes_short_and_long_audio(dev_set) -> None:
         assert r.status_code == 200, r.text
         assert len({s["speaker"] for s in r.json()["segments"]}) == 5
         text = httpx.get(srv.base_url + "/metrics", timeout=10).text
-        assert metric(text, "voxlane_speaker_count_checks_total", verdict="speaker") == 2
+        assert metric(text, "voxlane_speaker_count_checks_total", step="add", verdict="speaker") == 2
         assert _until_no_blocks(srv.proc.pid) == []

@@ -21,6 +21,8 @@ from voxlane.speakers.diarize import (
     count_candidate,
     diarize,
     first_clusters,
+    split,
+    split_candidates,
     label_words,
     speaker_segments,
 )
@@ -340,3 +342,34 @@ def test_the_count_step_ends_at_a_candidate_with_too_little_speech_to_check() ->
     embeddings, regions, weights = _check_case([0.7] * 4)
     candidate = count_candidate(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
     assert candidate is not None and sum(r.end - r.start for r in candidate.stretches[0]) == pytest.approx(2.8)
+
+
+def _two_in_one(cosine: float) -> tuple[np.ndarray, list[Region], np.ndarray, np.ndarray]:
+    """Voice A in 10 regions of 1 s, then voices C and D, ``cosine`` alike, in 6 each, alternating; the
+    centroids given: A's, and one of C and D together."""
+    rng = np.random.default_rng(3)
+    a, c, other = voices(3, rng)
+    d = toward(c, other, cosine)
+    embeddings = np.concatenate([regions_of(a, 10, 0.1, rng), *[regions_of(v, 1, 0.1, rng) for v in [c, d] * 6]])
+    regions = [Region(float(i), i + 1.0) for i in range(22)]
+    centroids = np.stack([embeddings[:10].sum(axis=0), embeddings[10:].sum(axis=0)])
+    return embeddings, regions, np.full(22, 2.0), centroids / np.linalg.norm(centroids, axis=1, keepdims=True)
+
+
+def test_a_speaker_whose_halves_are_unlike_is_heard_in_two() -> None:
+    # C and D (0.6 alike) given as one speaker: cut in two, their halves meet under SPLIT_SIMILARITY, so each
+    # half's most typical 4 s are heard; A's halves are one voice's and are not.
+    embeddings, regions, weights, centroids = _two_in_one(0.6)
+    splits = split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
+    assert [s.speaker for s in splits] == [1]
+    halves = {tuple(int(r.start) % 2 for r in stretch) for stretch in splits[0].stretches}
+    assert halves == {(0, 0, 0, 0), (1, 1, 1, 1)}  # C's regions start at even seconds, D's at odd
+    assert all(s == sorted(s, key=lambda r: r.start) for s in splits[0].stretches)
+    more = split(centroids, splits)
+    assert more.shape == (3, DIM) and np.allclose(more[0], centroids[0])
+    assert sorted(np.argmax(embeddings[10:] @ more.T, axis=1)[:2].tolist()) == [1, 2]
+
+
+def test_halves_more_alike_than_split_similarity_are_not_heard() -> None:
+    embeddings, regions, weights, centroids = _two_in_one(0.85)
+    assert split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids) == []

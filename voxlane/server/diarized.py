@@ -39,6 +39,8 @@ from voxlane.speakers.diarize import (
     diarize,
     first_clusters,
     segments_of,
+    split,
+    split_candidates,
 )
 from voxlane.speakers.features import SAMPLE_RATE, stretch_features
 from voxlane.speakers.references import reference_features
@@ -221,18 +223,28 @@ async def speaker_segments(state: AppState, diarization: Diarization, segments: 
     _, centroids = await run("audio", first_clusters, embeddings, threshold, merge, weights, count)
     while count.high is None or len(centroids) < count.high:
         candidate = await run("audio", count_candidate, embeddings, regions, threshold, merge, weights, centroids)
-        if candidate is None or not await _distinct(state, diarization, candidate.stretches):
+        if candidate is None or not (await _distinct(state, diarization, "add", [candidate.stretches]))[0]:
             break
         centroids = candidate.centroids
+    room = len(regions) if count.high is None else count.high - len(centroids)
+    if room > 0:
+        splits = await run("audio", split_candidates, embeddings, regions, threshold, merge, weights, centroids)
+        if splits:
+            verdicts = await _distinct(state, diarization, "split", [s.stretches for s in splits])
+            centroids = split(centroids, [s for s, two in zip(splits, verdicts) if two][:room])
     return await run(
         "audio", segments_of, words, regions, embeddings, centroids, refs, config.diarize_known_threshold, MIN_TURN_S
     )
 
 
-async def _distinct(state: AppState, diarization: Diarization, stretches: tuple[list[Region], list[Region]]) -> bool:
-    """Whether two stretches of speech are two voices: their samples joined, their features on the audio
-    pool, each embedded whole by the engine's check encoder; a cosine under CHECK_DIFFERENT."""
-    pieces = [[diarization.samples(r) for r in stretch] for stretch in stretches]
+async def _distinct(
+    state: AppState, diarization: Diarization, step: str, pairs: list[tuple[list[Region], list[Region]]]
+) -> list[bool]:
+    """Whether each pair of stretches of speech is two voices: their samples joined, their features on the
+    audio pool, each stretch embedded whole by the engine's check encoder (one message for all); a cosine
+    under CHECK_DIFFERENT. ``step`` labels the metric: the count step's candidate ("add") or a speaker's
+    halves ("split")."""
+    pieces = [[diarization.samples(r) for r in stretch] for pair in pairs for stretch in pair]
     features, spans = await state.executors.run("audio", stretch_features, pieces)
     engine = state.engine
     async with engine.speakers(uuid.uuid4().hex + "-check", 1) as stream:
@@ -240,10 +252,11 @@ async def _distinct(state: AppState, diarization: Diarization, stretches: tuple[
         async for result in stream.results(state.config.request_timeout_s):
             if result.error:
                 raise VoxlaneError(f"diarization failed: {result.error}")
-            a, b = result.array()
-            distinct = float(a @ b) < CHECK_DIFFERENT
-            state.metrics.speaker_checks.labels("speaker" if distinct else "same").inc()
-            return distinct
+            vectors = result.array()
+            verdicts = [float(vectors[2 * i] @ vectors[2 * i + 1]) < CHECK_DIFFERENT for i in range(len(pairs))]
+            for two in verdicts:
+                state.metrics.speaker_checks.labels(step, "speaker" if two else "same").inc()
+            return verdicts
     raise VoxlaneError("diarization failed: the engine sent no speaker count check")
 
 

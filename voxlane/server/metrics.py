@@ -96,9 +96,10 @@ class Metrics:
         )
         self.speaker_checks = Counter(
             "voxlane_speaker_count_checks",
-            "Candidate speakers the diarization count step had the check encoder hear (--speaker-check-model), "
-            "by verdict: 'speaker' (kept) or 'same' (a part of the nearest speaker's voice: the count ends).",
-            ["verdict"],
+            "Candidate speakers that diarization had the check encoder hear (--speaker-check-model), by step: "
+            "'add' (the count step's next speaker) or 'split' (a speaker's two halves), and by verdict: "
+            "'speaker' (kept: one speaker more) or 'same' (one voice).",
+            ["step", "verdict"],
             registry=registry,
         )
         self.speech_seconds = Counter(

@@ -59,6 +59,11 @@ CHECK_DIFFERENT = 0.5
 """The candidate is a speaker when its joined speech's cosine with the nearest speaker's is under this. On
 the hard set (seed 1), CAM++ put 14 of the 15 true new speakers at 0.06-0.40 and 11 of the 12 stray parts of
 one voice at 0.59-0.83 (docs/diarization.md)."""
+SPLIT_SIMILARITY = 0.75
+"""Once the count step ends, each speaker is cut in two by the clustering; where the halves' centroids meet
+under this, the count check hears the halves (:func:`split_candidates`). Two alike voices clustered as one
+split at 0.63-0.73 on the hard and default sets; one voice's halves meet at 0.68-0.95 (median 0.81), so
+about one speaker in ten is heard (docs/diarization.md)."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
@@ -210,8 +215,76 @@ def count_candidate(
     if cut is None:
         return None
     labels, more, new = cut
-    mine = np.flatnonzero(labels == new)
-    order = mine[np.argsort(-(embeddings[mine] @ _normalise(embeddings[mine].sum(axis=0))), kind="stable")]
+    mine = _typical(np.flatnonzero(labels == new), embeddings, regions)
+    if mine is None:
+        return None
+    sims = more @ more[new]
+    sims[new] = -np.inf
+    theirs: list[Region] = []
+    left = sum(r.end - r.start for r in mine)
+    for i in np.flatnonzero(labels == int(np.argmax(sims))):
+        if left <= 0:
+            break
+        end = min(regions[i].end, regions[i].start + left)
+        theirs.append(Region(regions[i].start, end))
+        left -= end - regions[i].start
+    return CountCandidate(more, (mine, theirs))
+
+
+@dataclass(frozen=True)
+class SplitCandidate:
+    """A speaker cut in two, to be two speakers when its halves' stretches of speech are two voices."""
+
+    speaker: int
+    """Its row in the centroids."""
+    halves: np.ndarray
+    """The two halves' centroids."""
+    stretches: tuple[list[Region], list[Region]]
+    """Each half's regions most like its centroid, up to CHECK_MAX_S of speech."""
+
+
+def split_candidates(
+    embeddings: np.ndarray,
+    regions: list[Region],
+    threshold: float,
+    merge_threshold: float,
+    weights: np.ndarray,
+    centroids: np.ndarray,
+) -> list[SplitCandidate]:
+    """The speakers of ``centroids`` (each region to its nearest) whose clustering cut at two gives halves
+    under SPLIT_SIMILARITY with CHECK_MIN_S of speech or more each: the count step asks for one speaker more
+    over the whole conversation, and its candidate is often a stray part of one voice while two others stay
+    merged elsewhere."""
+    labels = np.argmax(embeddings @ centroids.T, axis=1) if len(centroids) else np.zeros(0, dtype=np.int64)
+    out = []
+    for c in range(len(centroids)):
+        idx = np.flatnonzero(labels == c)
+        if len(idx) < 2:
+            continue
+        sub, halves = _cluster(
+            embeddings[idx], threshold, merge_threshold, MIN_POINTS, weights[idx], SpeakerCount(2, 2)
+        )
+        if len(halves) != 2 or float(halves[0] @ halves[1]) >= SPLIT_SIMILARITY:
+            continue
+        a = _typical(idx[sub == 0], embeddings, regions)
+        b = _typical(idx[sub == 1], embeddings, regions)
+        if a is not None and b is not None:
+            out.append(SplitCandidate(c, halves, (a, b)))
+    return out
+
+
+def split(centroids: np.ndarray, splits: list[SplitCandidate]) -> np.ndarray:
+    """``centroids`` with each split speaker's row replaced by its first half's, its second half's added."""
+    out = centroids.copy()
+    for s in splits:
+        out[s.speaker] = s.halves[0]
+    return np.concatenate([out, np.array([s.halves[1] for s in splits]).reshape(-1, centroids.shape[1])])
+
+
+def _typical(idx: np.ndarray, embeddings: np.ndarray, regions: list[Region]) -> list[Region] | None:
+    """The regions of ``idx`` most like their centroid, until CHECK_MAX_S of speech, in time order; None when
+    they are under CHECK_MIN_S in all."""
+    order = idx[np.argsort(-(embeddings[idx] @ _normalise(embeddings[idx].sum(axis=0))), kind="stable")]
     kept: list[int] = []
     total = 0.0
     for i in order:
@@ -219,19 +292,7 @@ def count_candidate(
             break
         kept.append(int(i))
         total += regions[i].end - regions[i].start
-    if total < CHECK_MIN_S:
-        return None
-    sims = more @ more[new]
-    sims[new] = -np.inf
-    theirs: list[Region] = []
-    left = total
-    for i in np.flatnonzero(labels == int(np.argmax(sims))):
-        if left <= 0:
-            break
-        end = min(regions[i].end, regions[i].start + left)
-        theirs.append(Region(regions[i].start, end))
-        left -= end - regions[i].start
-    return CountCandidate(more, ([regions[i] for i in sorted(kept)], theirs))
+    return [regions[i] for i in sorted(kept)] if total >= CHECK_MIN_S else None
 
 
 def _cluster(
