@@ -1,9 +1,10 @@
 """The speaker count check re-scored offline, with its settings changed: captured transcriptions
 (benchmarks/diarize_rescore.py ``capture``, whose inputs are the clustering's) clustered twice, by the count
 step's rule on GE2E's centroids (the server with ``--speaker-check-model none``) and by the count check (the
-server's default: voxlane/speakers/diarize.py ``count_candidate``, each candidate's two stretches embedded
-whole by CAM++ here instead of in the engine). ``--min-s``, ``--max-s`` and ``--different`` replace
-CHECK_MIN_S, CHECK_MAX_S and CHECK_DIFFERENT. Prints, per captured set, both ways' mean DER, worst, count
+server's default: voxlane/speakers/diarize.py ``count_candidate`` then ``split_candidates``, each
+candidate's two stretches embedded whole by CAM++ here instead of in the engine). ``--min-s``, ``--max-s``,
+``--different`` and ``--split-similarity`` replace CHECK_MIN_S, CHECK_MAX_S, CHECK_DIFFERENT and
+SPLIT_SIMILARITY. Prints, per captured set, both ways' mean DER, worst, count
 right, a paired 95% bootstrap interval, and the CAM++ audio seconds and CPU.
 
     python benchmarks/diarize_verify.py hard1.pkl hard0.pkl hard2.pkl default0.pkl --dev-dir DEV
@@ -55,6 +56,10 @@ def diarize(v: Verifier, inputs: list) -> list[D.SpeakerSegment]:
         if candidate is None or not v.distinct(candidate.stretches):
             break
         centroids = candidate.centroids
+    if count.high is None or len(centroids) < count.high:
+        splits = D.split_candidates(embeddings, regions, threshold, merge, weights, centroids)
+        room = len(regions) if count.high is None else count.high - len(centroids)
+        centroids = D.split(centroids, [s for s in splits if v.distinct(s.stretches)][:room])
     return D.segments_of(words, regions, embeddings, centroids, references, known, min_turn_s)
 
 
@@ -100,9 +105,11 @@ def main() -> None:
     parser.add_argument("--min-s", type=float, default=D.CHECK_MIN_S)
     parser.add_argument("--max-s", type=float, default=D.CHECK_MAX_S)
     parser.add_argument("--different", type=float, default=D.CHECK_DIFFERENT)
+    parser.add_argument("--split-similarity", type=float, default=D.SPLIT_SIMILARITY)
     parser.add_argument("--verbose", action="store_true", help="each conversation's DER (count found)")
     args = parser.parse_args()
     D.CHECK_MIN_S, D.CHECK_MAX_S, D.CHECK_DIFFERENT = args.min_s, args.max_s, args.different
+    D.SPLIT_SIMILARITY = args.split_similarity
     v = Verifier()
     for path in args.captured:
         score(path, args.dev_dir, v, args.verbose)
