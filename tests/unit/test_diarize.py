@@ -367,6 +367,7 @@ def test_a_speaker_whose_halves_are_unlike_is_heard_in_two() -> None:
     assert all(s == sorted(s, key=lambda r: r.start) for s in splits[0].stretches)
     more = split(centroids, splits)
     assert more.shape == (3, DIM) and np.allclose(more[0], centroids[0])
+    assert np.allclose(more[1:], splits[0].halves)  # the speaker's row is its first half, then the second
     assert sorted(np.argmax(embeddings[10:] @ more.T, axis=1)[:2].tolist()) == [1, 2]
 
 
