@@ -21,10 +21,10 @@ from voxlane.speakers.diarize import (
     count_candidate,
     diarize,
     first_clusters,
-    split,
-    split_candidates,
     label_words,
     speaker_segments,
+    split,
+    split_candidates,
 )
 
 DIM = 64
