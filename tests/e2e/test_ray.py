@@ -114,6 +114,9 @@ def test_diarization_embeds_speakers_on_the_replicas(ray_voxlane) -> None:
     )
     assert list(dict.fromkeys(s.speaker for s in result.segments)) == ["A", "B"]
     assert der(conv, [s.model_dump() for s in result.segments])["der"] <= 0.10
+    # The count step's third candidate was heard by a replica's check encoder and found to be one voice.
+    text = httpx.get(ray_voxlane.base_url + "/metrics", timeout=10).text
+    assert metric(text, "voxlane_speaker_count_checks_total", step="add", verdict="same") >= 1
     raw = client.audio.transcriptions.with_raw_response.create(
         model="whisper-1",
         file=("conversation.wav", wav_bytes(conv.pcm), "audio/wav"),
