@@ -13,7 +13,9 @@ not know which encoder the engine loaded: each encoder reads its own columns."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import mmap
 
 import numpy as np
 
@@ -181,7 +183,18 @@ def stretch_features(
     """(speaker features, each stretch's (first, end) frames in them) of stretches of speech, each the
     pieces given (int16 samples, or (block, first sample, count) as :func:`window_speaker_features` takes)
     joined: the speaker count check's utterances (server/diarized.py). On the audio pool."""
-    parts = [speaker_features(np.concatenate([_samples(p) for p in pieces])) for pieces in stretches]
+    with contextlib.ExitStack() as stack:
+        blocks: dict[str, mmap.mmap] = {}  # each block mapped once, however many pieces it holds
+
+        def samples(piece: np.ndarray | tuple[str, int, int]) -> np.ndarray:
+            if not isinstance(piece, tuple):
+                return piece
+            name, start, count = piece
+            if name not in blocks:
+                blocks[name] = stack.enter_context(attach(name))
+            return np.frombuffer(blocks[name], dtype=np.int16, count=count, offset=2 * start).copy()
+
+        parts = [speaker_features(np.concatenate([samples(p) for p in pieces])) for pieces in stretches]
     ends = np.cumsum([len(p) for p in parts]).tolist()
     return np.concatenate(parts), [(end - len(p), end) for p, end in zip(parts, ends)]
 
