@@ -146,18 +146,9 @@ def test_the_count_check_finds_five_speakers_where_the_embeddings_found_three(se
     # embeddings cluster them as three (DER 19.3%); the count step's candidates, heard whole by CAM++, are
     # two more speakers, then a third is a part of one voice (5 found, DER 7.0%; docs/diarization.md).
     conv = next(c for c in build_hard(load_pieces(DEV_DIR), 1) if c.name == "hard19-5spk")
-    before = httpx.get(server.base_url + "/metrics", timeout=10).text
-    result = client.audio.transcriptions.create(
-        model="gpt-4o-transcribe-diarize", file=_file(conv), response_format="diarized_json"
-    )
-    after = httpx.get(server.base_url + "/metrics", timeout=10).text
-    assert len({s.speaker for s in result.segments}) == 5
-    assert der(conv, [s.model_dump() for s in result.segments])["der"] <= DER_BOUND
-    checks = {
-        (step, v): _checks(after, step, v) - _checks(before, step, v)
-        for step in ("add", "split")
-        for v in ("speaker", "same")
-    }
+    speakers, score, checks = _diarized_with_checks(server, client, conv)
+    assert speakers == 5
+    assert score <= DER_BOUND
     assert checks == {("add", "speaker"): 2, ("add", "same"): 1, ("split", "speaker"): 0, ("split", "same"): 0}
 
 
@@ -166,14 +157,10 @@ def test_a_speaker_heard_as_two_voices_is_split(server, client) -> None:
     # candidate a stray part of one voice (3 found, DER 13.6%); that speaker's halves, heard whole, are two
     # voices (4 found, DER 6.4%; docs/diarization.md).
     conv = next(c for c in build(load_pieces(DEV_DIR), 15, 0, known=True) if c.name == "conv05-4spk")
-    before = httpx.get(server.base_url + "/metrics", timeout=10).text
-    result = client.audio.transcriptions.create(
-        model="gpt-4o-transcribe-diarize", file=_file(conv), response_format="diarized_json"
-    )
-    after = httpx.get(server.base_url + "/metrics", timeout=10).text
-    assert len({s.speaker for s in result.segments}) == 4
-    assert der(conv, [s.model_dump() for s in result.segments])["der"] <= DER_BOUND
-    assert _checks(after, "split", "speaker") - _checks(before, "split", "speaker") == 1
+    speakers, score, checks = _diarized_with_checks(server, client, conv)
+    assert speakers == 4
+    assert score <= DER_BOUND
+    assert checks[("split", "speaker")] == 1
 
 
 def test_without_the_check_encoders_weights_the_count_comes_from_the_embeddings(tmp_path: Path) -> None:
@@ -191,6 +178,23 @@ def test_without_the_check_encoders_weights_the_count_comes_from_the_embeddings(
         assert len({s.speaker for s in result.segments}) == 3
         text = httpx.get(srv.base_url + "/metrics", timeout=10).text
         assert sum(_checks(text, step, v) for step in ("add", "split") for v in ("speaker", "same")) == 0
+
+
+def _diarized_with_checks(server, client, conv: Conversation) -> tuple[int, float, dict[tuple[str, str], float]]:
+    """One diarized transcription of ``conv``: the speakers found, its DER, and the count checks' verdicts
+    it added to /metrics, by (step, verdict)."""
+    before = httpx.get(server.base_url + "/metrics", timeout=10).text
+    result = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize", file=_file(conv), response_format="diarized_json"
+    )
+    after = httpx.get(server.base_url + "/metrics", timeout=10).text
+    checks = {
+        (step, v): _checks(after, step, v) - _checks(before, step, v)
+        for step in ("add", "split")
+        for v in ("speaker", "same")
+    }
+    segments = [s.model_dump() for s in result.segments]
+    return len({s["speaker"] for s in segments}), der(conv, segments)["der"], checks
 
 
 def _checks(metrics_text: str, step: str, verdict: str) -> float:
