@@ -35,8 +35,8 @@ class _Encoder:
         ]
 
 
-def _window(rid: str, index: int, n_frames: int) -> tuple[SpeakerWindow, np.ndarray]:
-    return SpeakerWindow(rid, index, 9, n_frames, [(index, index + 1)]), np.zeros((n_frames, 40), np.float32)
+def _window(rid: str, index: int, n_frames: int, count: int) -> tuple[SpeakerWindow, np.ndarray]:
+    return SpeakerWindow(rid, index, count, n_frames, [(index, index + 1)]), np.zeros((n_frames, 40), np.float32)
 
 
 def test_queued_windows_are_embedded_together_each_with_its_own_result() -> None:
@@ -45,9 +45,9 @@ def test_queued_windows_are_embedded_together_each_with_its_own_result() -> None
     core.speaker_encoder = encoder  # type: ignore[assignment]
     sizes = [100, 200, 13, 300, 400, 500, 600]
     for i, n in enumerate(sizes):
-        core.add_speaker_window(*_window("a", i, n))
-    core.add_speaker_window(*_window("gone", 0, 50))
-    core.add_speaker_window(*_window("gone", 1, 50))
+        core.add_speaker_window(*_window("a", i, n, len(sizes)))
+    core.add_speaker_window(*_window("gone", 0, 50, 9))
+    core.add_speaker_window(*_window("gone", 1, 50, 9))
     core.abort("gone")
     encoder.gate.set()
     results: list[SpeakerResult] = []
@@ -67,6 +67,23 @@ def test_queued_windows_are_embedded_together_each_with_its_own_result() -> None
             assert r.array().tolist() == [[r.index, sizes[r.index]]]
     assert max(encoder.batches) == SPEAKER_WINDOWS  # windows shared a batch
     assert encoder.batches.count(1) >= 1  # the failing batch was split to find its bad window
+
+
+def test_a_requests_windows_wait_for_its_last_and_share_one_call() -> None:
+    # Nothing holds the speaker thread: each window would be embedded on its own as it came, were the first
+    # windows not held until the request's last is queued.
+    core = make_core(FakeRunner())
+    encoder = _Tagged(1.0)
+    core.speaker_encoder = encoder  # type: ignore[assignment]
+    core.add_speaker_window(*_window("a", 0, 100, 3))
+    core.add_speaker_window(*_window("b", 0, 100, 1))  # another request's only window goes at once
+    results = _results(core, 2)
+    core.add_speaker_window(*_window("a", 1, 100, 3))
+    core.add_speaker_window(*_window("a", 2, 100, 3))
+    results += _results(core, 2)
+    assert sorted((r.request_id, r.index) for r in results) == [("a", 0), ("a", 1), ("a", 2), ("b", 0)]
+    assert encoder.batches == [2, 2]  # b with a's first window, then a's other two together
+    assert core._speaker_arrived == {}
 
 
 class _Tagged:
@@ -101,7 +118,7 @@ def test_count_check_windows_are_embedded_by_the_check_encoder() -> None:
     gate = threading.Event()
     core._speaker_executor.submit(gate.wait, 5)
     for i in range(3):
-        core.add_speaker_window(*_window("a", i, 100))
+        core.add_speaker_window(*_window("a", i, 100, 3))
     check = SpeakerWindow("c", 0, 1, 500, [(0, 250), (250, 500)], check=True)
     core.add_speaker_window(check, np.zeros((500, 120), np.float32))
     gate.set()
@@ -116,7 +133,7 @@ def test_without_a_check_encoder_a_check_window_fails_alone() -> None:
     core = make_core(FakeRunner())
     core.speaker_encoder = _Tagged(1.0)  # type: ignore[assignment]
     core.add_speaker_window(SpeakerWindow("c", 0, 1, 300, [(0, 300)], check=True), np.zeros((300, 120), np.float32))
-    core.add_speaker_window(*_window("a", 0, 100))
+    core.add_speaker_window(*_window("a", 0, 100, 1))
     results = {r.request_id: r for r in _results(core, 2)}
     assert results["c"].error == "this engine has no count check encoder"
     assert results["a"].error is None and results["a"].array().tolist() == [[1.0, 0.0]]
