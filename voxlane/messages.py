@@ -276,6 +276,9 @@ class Ready(msgspec.Struct, tag="ready"):
     """Why the engine cannot diarize (its speaker encoder did not load), for a 400's message; None: it can."""
     count_check: bool = False
     """Whether it loaded the count check's encoder (--speaker-check-model): ``SpeakerWindow.check``."""
+    speaker_fbank: bool = False
+    """Whether its regions' encoder reads the filterbanks of a window's speaker features (CAM++), not just the
+    mel (GE2E): the API process computes them only then (voxlane/speakers/features.py)."""
 
 
 class Histogram(msgspec.Struct):

@@ -141,6 +141,31 @@ def test_without_the_weights_diarized_json_is_a_400_that_says_what_to_install(co
         assert plain.text  # the server still transcribes
 
 
+def test_campplus_as_the_regions_encoder_gets_the_filterbanks(conversation) -> None:
+    # The API process computes a window's filterbanks only for an engine whose regions' encoder reads them:
+    # with CAM++ (and its thresholds) both speakers are found and the known ones named from their clips.
+    from openai import OpenAI
+
+    from tests.conftest import running_server
+
+    names = sorted(conversation.references)
+    args = ("--speaker-model", "campplus", "--diarize-threshold", "0.45", "--diarize-merge-threshold", "0.6")
+    with running_server(*args) as srv:
+        client = OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
+        result = client.audio.transcriptions.create(
+            model="whisper-1",
+            file=_file(conversation),
+            response_format="diarized_json",
+            known_speaker_names=names,
+            known_speaker_references=[_data_url(conversation.references[n]) for n in names],
+        )
+    segments = [s.model_dump() for s in result.segments]
+    assert {s["speaker"] for s in segments} == set(names)
+    assert der(conversation, segments)["der"] <= DER_BOUND
+    right, total = named_right(conversation, segments)
+    assert right >= 0.9 * total
+
+
 def test_the_count_check_finds_five_speakers_where_the_embeddings_found_three(server, client) -> None:
     # The hard set's hard19 (seed 1): five speakers, two pairs of them alike enough that the regions'
     # embeddings cluster them as three (DER 19.3%); the count step's candidates, heard whole by CAM++, are

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from voxlane.speakers.features import FRAMES_PER_S, SAMPLE_RATE, speaker_features, speech_edges, speech_regions
+from voxlane.speakers.features import (
+    FEATURE_COLUMNS,
+    FRAMES_PER_S,
+    N_MELS,
+    SAMPLE_RATE,
+    speaker_features,
+    speech_edges,
+    speech_regions,
+    window_speaker_features,
+)
 
 
 def noise(seconds: float, dbfs: float, rng: np.random.Generator) -> np.ndarray:
@@ -40,3 +49,15 @@ def test_without_digital_silence_regions_and_edges_are_the_loud_frames() -> None
     first, end = regions[0]
     assert abs(first / FRAMES_PER_S - 0.6) <= 0.05 and abs(end / FRAMES_PER_S - 1.6) <= 0.05
     assert speech_edges(features, regions) == regions
+
+
+def test_without_the_filterbanks_a_window_has_the_same_mel_regions_and_edges() -> None:
+    # For GE2E the API process computes the mel alone: the columns it sends are the mel's, the regions and
+    # edges (from the mel's level) the same as with the filterbanks beside it.
+    rng = np.random.default_rng(5)
+    pcm = (np.concatenate([*turn(rng), np.zeros(SAMPLE_RATE, dtype=np.float32), *turn(rng)]) * 32767).astype(np.int16)
+    both, regions, edges = window_speaker_features(pcm)
+    mel, mel_regions, mel_edges = window_speaker_features(pcm, fbank=False)
+    assert both.shape[1] == FEATURE_COLUMNS and mel.shape[1] == N_MELS
+    np.testing.assert_array_equal(mel, both[:, :N_MELS])
+    assert (mel_regions, mel_edges) == (regions, edges) and len(regions) == 2

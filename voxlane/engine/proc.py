@@ -151,7 +151,14 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
     probes: queue.Queue[ProbeVoice | None] = queue.Queue()
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
-    ready = Ready(config.model_path, runner.is_multilingual, runner.n_mels, speaker_problem, check_encoder is not None)
+    ready = Ready(
+        config.model_path,
+        runner.is_multilingual,
+        runner.n_mels,
+        speaker_problem,
+        check_encoder is not None,
+        getattr(speaker_encoder, "feature_columns", None) is not None,
+    )
     outbox.put(ready)
     log.info(
         "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d, live <= %d); "

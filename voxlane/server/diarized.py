@@ -165,7 +165,7 @@ def speaker_count(params: TranscriptionRequest) -> SpeakerCount:
 async def references(state: AppState, params: TranscriptionRequest) -> list[Reference]:
     """Decode the known speakers' clips on the audio pool (400 for a bad one)."""
     jobs = [
-        state.executors.run("audio", reference_features, url, i)
+        state.executors.run("audio", reference_features, url, i, state.engine.speaker_fbank)
         for i, url in enumerate(params.known_speaker_references)
     ]
     done = await asyncio.gather(*jobs)

@@ -37,8 +37,9 @@ def data_url_bytes(url: str, index: int) -> bytes:
         raise _bad(index, "is not valid base64") from None
 
 
-def reference_features(url: str, index: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """(speaker features, one region spanning its speech) of a reference clip."""
+def reference_features(url: str, index: int, fbank: bool = True) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """(speaker features, one region spanning its speech) of a reference clip; the filterbanks only with
+    ``fbank``."""
     data = data_url_bytes(url, index)
     try:
         audio = decode_audio(data, MAX_S + 1.0)
@@ -48,7 +49,7 @@ def reference_features(url: str, index: int) -> tuple[np.ndarray, list[tuple[int
         raise _bad(index, f"is not audio that can be decoded ({exc.message})") from None
     if audio.duration_s < MIN_S or audio.duration_s > MAX_S:
         raise _bad(index, f"holds {audio.duration_s:.2f} s of audio")
-    mel = speaker_features(audio.samples)
+    mel = speaker_features(audio.samples, fbank=fbank)
     regions = speech_regions(mel)
     if not regions:
         raise _bad(index, "holds no speech")

@@ -81,6 +81,11 @@ class EngineHandle(Protocol):
         ...
 
     @property
+    def speaker_fbank(self) -> bool:
+        """Whether the engine's regions' encoder reads a window's filterbanks (``Ready.speaker_fbank``)."""
+        ...
+
+    @property
     def queued_windows(self) -> int: ...
 
     @property

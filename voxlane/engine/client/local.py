@@ -117,6 +117,10 @@ class EngineClient(EngineFront):
         return bool(self.ready and self.ready.count_check)
 
     @property
+    def speaker_fbank(self) -> bool:
+        return bool(self.ready and self.ready.speaker_fbank)
+
+    @property
     def n_mels(self) -> int:
         return self.ready.n_mels if self.ready else 80
 

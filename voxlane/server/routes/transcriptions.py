@@ -344,7 +344,9 @@ class _Job:
         pcm: np.ndarray | tuple[str, int, int] = window.pcm
         if self.block is not None and window.block_offset is not None:
             pcm = (self.block, window.block_offset, window.end - window.start)
-        mel, regions, edges = await self.state.executors.run("audio", window_speaker_features, pcm)
+        mel, regions, edges = await self.state.executors.run(
+            "audio", window_speaker_features, pcm, self.state.engine.speaker_fbank
+        )
         diarization.window_offsets_s.append(window.offset_s)
         diarization.edges.append(edges)
         if self._keep_samples:
