@@ -106,8 +106,8 @@ def speaker_features(samples: np.ndarray, loudness_of: np.ndarray | None = None,
     mel = speaker_mel(samples, loudness_of)
     if not fbank:
         return mel
-    fbank = kaldi_fbank(samples)
-    return np.ascontiguousarray(np.concatenate([mel, fbank[: len(mel)]], axis=1), dtype=np.float32)
+    banks = kaldi_fbank(samples)
+    return np.ascontiguousarray(np.concatenate([mel, banks[: len(mel)]], axis=1), dtype=np.float32)
 
 
 SPEECH_RISE_DB = 10.0
