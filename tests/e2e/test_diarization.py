@@ -53,18 +53,26 @@ def test_two_speakers_and_their_turns(client, conversation) -> None:
     assert score["der"] <= DER_BOUND, score
 
 
-def test_known_speakers_are_named(client, conversation) -> None:
-    names = sorted(conversation.references)
+def _with_known_speakers(client, conv: Conversation) -> list[dict]:
+    """The segments of ``conv`` diarized with its known speakers' clips, after checking that each segment is
+    one of their names and at least 90% are the right one."""
+    names = sorted(conv.references)
     result = client.audio.transcriptions.create(
         model="whisper-1",
-        file=_file(conversation),
+        file=_file(conv),
         response_format="diarized_json",
         known_speaker_names=names,
-        known_speaker_references=[_data_url(conversation.references[n]) for n in names],
+        known_speaker_references=[_data_url(conv.references[n]) for n in names],
     )
-    assert {s.speaker for s in result.segments} == set(names)
-    right, total = named_right(conversation, [s.model_dump() for s in result.segments])
+    segments = [s.model_dump() for s in result.segments]
+    assert {s["speaker"] for s in segments} == set(names)
+    right, total = named_right(conv, segments)
     assert right >= 0.9 * total
+    return segments
+
+
+def test_known_speakers_are_named(client, conversation) -> None:
+    _with_known_speakers(client, conversation)
 
 
 def test_stream_sends_a_segment_event_each_then_done(client, conversation) -> None:
@@ -148,22 +156,11 @@ def test_campplus_as_the_regions_encoder_gets_the_filterbanks(conversation) -> N
 
     from tests.conftest import running_server
 
-    names = sorted(conversation.references)
     args = ("--speaker-model", "campplus", "--diarize-threshold", "0.45", "--diarize-merge-threshold", "0.6")
     with running_server(*args) as srv:
         client = OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
-        result = client.audio.transcriptions.create(
-            model="whisper-1",
-            file=_file(conversation),
-            response_format="diarized_json",
-            known_speaker_names=names,
-            known_speaker_references=[_data_url(conversation.references[n]) for n in names],
-        )
-    segments = [s.model_dump() for s in result.segments]
-    assert {s["speaker"] for s in segments} == set(names)
+        segments = _with_known_speakers(client, conversation)
     assert der(conversation, segments)["der"] <= DER_BOUND
-    right, total = named_right(conversation, segments)
-    assert right >= 0.9 * total
 
 
 def test_the_count_check_finds_five_speakers_where_the_embeddings_found_three(server, client) -> None:
