@@ -1,6 +1,6 @@
-"""The speaker encoder's fast LSTM (voxlane/runners/speaker.py: gates reordered and halved, one tanh a step,
-all partials at once) against the plain one, written here as torch documents its LSTM, one partial at a
-time, on random weights: no weights file needed."""
+"""The speaker encoder's LSTM (voxlane/runners/speaker.py: onnxruntime's LSTM operator on a graph built from
+torch's weights, its gates reordered, all partials at once) against the plain one, written here as torch
+documents its LSTM, one partial at a time, on random weights: no weights file needed."""
 
 from __future__ import annotations
 

@@ -270,8 +270,8 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any, int]:
 
 
 def _load_speaker_encoder(config: EngineConfig) -> tuple[Any, str | None]:
-    """Diarization's speaker encoder, or None and why not (the server still transcribes without it). Sets
-    numpy's BLAS threads (its matrix products) to --speaker-threads; CTranslate2 has its own threads."""
+    """Diarization's speaker encoder, or None and why not (the server still transcribes without it). Its
+    threads, onnxruntime's for GE2E and numpy's BLAS for CAM++, are --speaker-threads; CTranslate2 has its own."""
     from voxlane.blas import limit_blas_threads
     from voxlane.runners.speaker import load_encoder
     from voxlane.speakers.weights import INSTALL_HINT, weights_path
@@ -279,7 +279,7 @@ def _load_speaker_encoder(config: EngineConfig) -> tuple[Any, str | None]:
     limit_blas_threads(config.speaker_threads)
     path = weights_path(config.speaker_model)
     try:
-        return load_encoder(path), None
+        return load_encoder(path, config.speaker_threads), None
     except FileNotFoundError:
         log.warning("no speaker encoder at %s: diarized_json is off until it is fetched (%s)", path, INSTALL_HINT)
         return None, f"the speaker encoder's weights are not installed (no {path}); run {INSTALL_HINT}"
@@ -300,7 +300,7 @@ def _load_check_encoder(config: EngineConfig, speaker_encoder: Any) -> Any:
     if path == weights_path(config.speaker_model):
         return speaker_encoder
     try:
-        return load_encoder(path)
+        return load_encoder(path, config.speaker_threads)
     except Exception as exc:
         log.warning(
             "no count check encoder (%s): diarization counts speakers from its embeddings alone; run %s (%s)",

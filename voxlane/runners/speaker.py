@@ -1,8 +1,9 @@
 """The speaker encoder: Resemblyzer's GE2E network (3 LSTM layers of 256 over 40 mel bands, a linear layer
-of 256 with ReLU, L2-normalised) run with numpy, on weights converted from its checkpoint at install time
-(voxlane/speakers/weights.py). It embeds partial utterances of 1.6 s (160 frames of 10 ms), many at once:
-each LSTM step is one matrix product over the whole batch. No torch, no onnxruntime: numpy's BLAS, whose
-threads the engine sets (--speaker-threads)."""
+of 256 with ReLU, L2-normalised) on weights converted from its checkpoint at install time
+(voxlane/speakers/weights.py). It embeds partial utterances of 1.6 s (160 frames of 10 ms), many at once.
+The LSTM runs as onnxruntime's LSTM operator, on a graph built from the weights at load: its vectorised
+gates cost half the CPU of a numpy loop, whose float32 tanh was half of each step (docs/diarization.md). The
+linear layer is numpy's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime
 
 from voxlane.speakers.diarize import PARTIAL_FRAMES, partial_starts
 from voxlane.speakers.features import N_MELS
@@ -22,40 +24,64 @@ MAX_BATCH = 64
 """Partials embedded in one pass: bounds the LSTM's activations (64 x 160 x 256 floats a layer, 10 MB)."""
 
 
-def _gate_layout(hidden: int) -> tuple[np.ndarray, np.ndarray]:
-    """The columns of torch's gates (i, f, g, o) reordered to i, f, o, g, so that the three sigmoid gates
-    are one slice, and their scale: 0.5 for them (sigmoid(x) = (tanh(x / 2) + 1) / 2, exact in floating
-    point), 1 for g; one tanh then serves all four."""
-    order = np.r_[0 : 2 * hidden, 3 * hidden : 4 * hidden, 2 * hidden : 3 * hidden]
-    scale = np.ones(4 * hidden, dtype=np.float32)
-    scale[: 3 * hidden] = 0.5
-    return order, scale
+def _onnx_gates(torch_weights: np.ndarray) -> np.ndarray:
+    """A torch LSTM tensor's gate blocks (i, f, g, o along its first axis) in ONNX's order (i, o, f, c)."""
+    i, f, g, o = np.split(torch_weights, 4)
+    return np.concatenate([i, o, f, g]).astype(np.float32)
+
+
+def lstm_graph(weights: dict[str, np.ndarray], layers: int = 3) -> bytes:
+    """An ONNX model of the checkpoint's stacked LSTM: input ``x`` (frames, batch, inputs), output ``h`` the
+    last layer's final hidden state (batch, hidden)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    hidden = weights["lstm.weight_hh_l0"].shape[1]
+    inputs = weights["lstm.weight_ih_l0"].shape[1]
+    nodes = []
+    tensors = [
+        numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+        numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+    ]
+    x = "x"
+    for k in range(layers):
+        w = _onnx_gates(weights[f"lstm.weight_ih_l{k}"])[None]
+        r = _onnx_gates(weights[f"lstm.weight_hh_l{k}"])[None]
+        b = np.concatenate([_onnx_gates(weights[f"lstm.bias_ih_l{k}"]), _onnx_gates(weights[f"lstm.bias_hh_l{k}"])])
+        tensors += [
+            numpy_helper.from_array(w, f"w{k}"),
+            numpy_helper.from_array(r, f"r{k}"),
+            numpy_helper.from_array(b[None], f"b{k}"),
+        ]
+        nodes.append(helper.make_node("LSTM", [x, f"w{k}", f"r{k}", f"b{k}"], [f"y{k}", f"h{k}"], hidden_size=hidden))
+        nodes.append(helper.make_node("Squeeze", [f"y{k}", "axis1"], [f"x{k}"]))  # drop the direction axis
+        x = f"x{k}"
+    nodes.append(helper.make_node("Squeeze", [f"h{layers - 1}", "axis0"], ["h"]))
+    graph = helper.make_graph(
+        nodes,
+        "ge2e_lstm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["frames", "batch", inputs])],
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT, ["batch", hidden])],
+        tensors,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
 class SpeakerEncoder:
-    def __init__(self, weights: dict[str, np.ndarray]) -> None:
-        self.layers = []
-        for k in range(3):
-            w_ih = weights[f"lstm.weight_ih_l{k}"].T
-            w_hh = weights[f"lstm.weight_hh_l{k}"].T
-            bias = weights[f"lstm.bias_ih_l{k}"] + weights[f"lstm.bias_hh_l{k}"]
-            order, scale = _gate_layout(w_hh.shape[0])
-            self.layers.append(
-                (
-                    np.ascontiguousarray(w_ih[:, order] * scale, dtype=np.float32),
-                    np.ascontiguousarray(w_hh[:, order] * scale, dtype=np.float32),
-                    (bias[order] * scale).astype(np.float32),
-                )
-            )
+    def __init__(self, weights: dict[str, np.ndarray], threads: int = 1) -> None:
+        from voxlane.runners.piper import session_options
+
+        self.session = onnxruntime.InferenceSession(
+            lstm_graph(weights), session_options(threads), providers=["CPUExecutionProvider"]
+        )
         self.linear_w = np.ascontiguousarray(weights["linear.weight"].T, dtype=np.float32)
         self.linear_b = weights["linear.bias"].astype(np.float32)
-        self.hidden = self.layers[0][1].shape[0]
+        self.hidden = weights["lstm.weight_hh_l0"].shape[1]
         self.dim = self.linear_w.shape[1]
 
     @classmethod
-    def load(cls, path: str | Path) -> SpeakerEncoder:
+    def load(cls, path: str | Path, threads: int = 1) -> SpeakerEncoder:
         with np.load(path) as npz:
-            return cls({k: npz[k] for k in npz.files})
+            return cls({k: npz[k] for k in npz.files}, threads)
 
     def embed_regions(self, mel: np.ndarray, regions: list[tuple[int, int]]) -> tuple[np.ndarray, list[int]]:
         """One L2-normalised embedding per region of ``mel`` (frames x 40): the mean of its partials'; and how
@@ -94,51 +120,22 @@ class SpeakerEncoder:
         return out
 
     def embed(self, mels: np.ndarray) -> np.ndarray:
-        """(batch, frames, 40) mel power -> (batch, 256) L2-normalised embeddings.
-
-        Time-major, in place, one tanh over all four gates a step (the weights' layout, ``_gate_layout``):
-        the numbers are torch's LSTM's (tests/unit/test_speaker_encoder.py holds the plain version) at about
-        20% less CPU than one numpy call per gate, which dominated at a window's 10-20 partials."""
+        """(batch, frames, 40) mel power -> (batch, 256) L2-normalised embeddings (tests/unit/test_speaker_encoder.py
+        holds torch's LSTM, written plainly, to check them against)."""
         x = np.ascontiguousarray(np.swapaxes(np.asarray(mels, dtype=np.float32), 0, 1))
-        steps, batch, _ = x.shape
-        h_size = self.hidden
-        gates = np.empty((batch, 4 * h_size), dtype=np.float32)
-        sigmoids = gates[:, : 3 * h_size]
-        i, f, o = gates[:, :h_size], gates[:, h_size : 2 * h_size], gates[:, 2 * h_size : 3 * h_size]
-        cell = gates[:, 3 * h_size :]
-        i_cell = np.empty((batch, h_size), dtype=np.float32)
-        h = np.zeros((batch, h_size), dtype=np.float32)
-        for w_ih, w_hh, bias in self.layers:
-            gates_in = x.reshape(steps * batch, -1) @ w_ih
-            gates_in += bias
-            gates_in = gates_in.reshape(steps, batch, 4 * h_size)
-            out = np.empty((steps, batch, h_size), dtype=np.float32)
-            h = np.zeros((batch, h_size), dtype=np.float32)
-            c = np.zeros((batch, h_size), dtype=np.float32)
-            for t in range(steps):
-                np.matmul(h, w_hh, out=gates)
-                gates += gates_in[t]
-                np.tanh(gates, out=gates)
-                sigmoids *= 0.5  # sigmoid(x) = (tanh(x / 2) + 1) / 2: the halving is in the weights
-                sigmoids += 0.5
-                c *= f
-                np.multiply(i, cell, out=i_cell)
-                c += i_cell
-                h = out[t]
-                np.tanh(c, out=h)
-                h *= o
-            x = out
+        (h,) = self.session.run(None, {"x": x})
         raw = np.maximum(h @ self.linear_w + self.linear_b, 0.0)
         norm = np.linalg.norm(raw, axis=1, keepdims=True)
         return raw / np.maximum(norm, 1e-12)
 
 
-def load_encoder(path: str | Path) -> Any:
-    """The encoder whose weights ``path`` (.npz) holds: GE2E's LSTM or CAM++ (runners/campplus.py)."""
+def load_encoder(path: str | Path, threads: int = 1) -> Any:
+    """The encoder whose weights ``path`` (.npz) holds: GE2E's LSTM or CAM++ (runners/campplus.py). GE2E's
+    LSTM runs on ``threads`` of onnxruntime's; CAM++ on numpy's BLAS threads, which the caller sets."""
     with np.load(path) as npz:
         weights = {k: npz[k] for k in npz.files}
     if "xvector.dense.linear.weight" in weights:
         from voxlane.runners.campplus import CampPlusEncoder
 
         return CampPlusEncoder(weights)
-    return SpeakerEncoder(weights)
+    return SpeakerEncoder(weights, threads)
