@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime
 
 from voxlane.speakers.diarize import PARTIAL_FRAMES, partial_starts
 from voxlane.speakers.features import N_MELS
@@ -68,6 +67,8 @@ def lstm_graph(weights: dict[str, np.ndarray], layers: int = 3) -> bytes:
 
 class SpeakerEncoder:
     def __init__(self, weights: dict[str, np.ndarray], threads: int = 1) -> None:
+        import onnxruntime  # here, not at import: the API process imports this module for its types
+
         from voxlane.runners.piper import session_options
 
         self.session = onnxruntime.InferenceSession(
