@@ -69,8 +69,9 @@ LIVE_HOLD_S = 2.0
 ``engine_workers - 1`` workers: one stays free for the next live decode, which would otherwise wait for a
 batch of 30 s windows to finish (seconds on a CPU). Live sessions send a decode about every second."""
 SPEAKER_WINDOWS = 4
-"""Speaker windows embedded together: up to about 64 partials (16 a 30 s window), where a partial costs 20-30% less
-than at one window's 16 (runners/speaker.py, docs/diarization.md)."""
+"""Speaker windows embedded together: up to about 64 partials (16 a 30 s window) in one encoder call. With
+onnxruntime's LSTM a partial costs about the same at any batch (5.2-5.6 ms, docs/diarization.md); fewer calls
+spare the thread's per-call work."""
 
 
 class EngineCore:
@@ -223,16 +224,16 @@ class EngineCore:
             else:
                 self._speaker_arrived[msg.request_id] = arrived
         # A request's first windows wait for its last (its features come a window at a time, far ahead of its
-        # transcription), so that their partials share batches: 7.5 ms a partial at 64, 9-16 at 4-16. Runs
-        # take the oldest SPEAKER_WINDOWS each: a full call gets one run, a request's last window as many as
-        # take the whole queue (a run may then find none left).
+        # transcription), so that their partials share the encoder's calls. Runs take the oldest
+        # SPEAKER_WINDOWS each: a full call gets one run, a request's last window as many as take the whole
+        # queue (a run may then find none left).
         runs = -(-queued // SPEAKER_WINDOWS) if complete else int(queued >= SPEAKER_WINDOWS)
         for _ in range(runs):
             self._speaker_executor.submit(self._embed_queued)
 
     def _embed_queued(self) -> None:
-        """On the speaker thread: the oldest SPEAKER_WINDOWS queued windows, their partials in shared batches
-        (cheaper per partial than one window's); their results, or each one's error alone."""
+        """On the speaker thread: the oldest SPEAKER_WINDOWS queued windows, their partials in shared batches;
+        their results, or each one's error alone."""
         with self._lock:
             work = self._speaker_queue[:SPEAKER_WINDOWS]
             del self._speaker_queue[:SPEAKER_WINDOWS]
