@@ -1,5 +1,6 @@
 """The CAM++ encoder's numpy pieces (voxlane/runners/campplus.py) against plain versions written from torch's
-documented semantics, on random weights; and its Kaldi filterbanks (voxlane/speakers/features.py) on tones."""
+documented semantics, on random weights; the ONNX graph that serves against that numpy network, on the
+installed weights; and its Kaldi filterbanks (voxlane/speakers/features.py) on tones."""
 
 from __future__ import annotations
 
@@ -107,15 +108,8 @@ def test_the_setting_names_an_encoder_and_its_weights_choose_the_network(tmp_pat
     assert weights_path("") == weights_path("ge2e") == DATA_DIR / MODELS["ge2e"].weights_name
     assert weights_path("campplus") == DATA_DIR / MODELS["campplus"].weights_name
     assert weights_path(str(tmp_path / "mine.npz")) == tmp_path / "mine.npz"
-    cam = tmp_path / "cam.npz"
-    np.savez(
-        cam,
-        **{
-            "xvector.dense.linear.weight": np.zeros((192, 1024, 1), np.float32),
-            "xvector.block1.tdnnd1.cam_layer.linear_local.weight": np.zeros((32, 128, 3), np.float32),
-        },
-    )
-    assert isinstance(load_encoder(cam), CampPlusEncoder) and load_encoder(cam).dim == 192
+    cam = load_encoder(weights_path("campplus"))  # the installed weights: the graph is built from all of them
+    assert isinstance(cam, CampPlusEncoder) and cam.dim == 192
     ge2e = tmp_path / "ge2e.npz"
     lstm = {}
     for k in range(3):
@@ -127,3 +121,18 @@ def test_the_setting_names_an_encoder_and_its_weights_choose_the_network(tmp_pat
         }
     np.savez(ge2e, **lstm, **{"linear.weight": np.zeros((8, 4), np.float32), "linear.bias": np.zeros(8, np.float32)})
     assert isinstance(load_encoder(ge2e), SpeakerEncoder)
+
+
+def test_the_served_graph_gives_the_numpy_networks_embeddings() -> None:
+    from voxlane.runners.speaker import load_encoder
+    from voxlane.speakers.weights import weights_path
+
+    encoder = load_encoder(weights_path("campplus"))
+    rng = np.random.default_rng(11)
+    # 50 frames (the shortest region), 237 (a last context segment of 19 frames after the TDNN's stride), 420
+    for frames in (50, 237, 420):
+        fbank = rng.normal(0, 3, size=(frames, 80)).astype(np.float32)
+        fbank -= fbank.mean(axis=0)
+        served, reference = encoder.embed_one(fbank), encoder.embed_one_numpy(fbank)
+        assert served.shape == (192,)
+        np.testing.assert_allclose(served, reference, atol=1e-4 * float(np.abs(reference).max()))

@@ -253,8 +253,7 @@ class EngineConfig:
     """Without its weights the engine logs a warning and the count comes from the embeddings alone."""
     speaker_threads: int = setting(
         1,
-        "threads of the speaker encoders in the engine process (onnxruntime's for GE2E, numpy's BLAS for CAM++), "
-        "on their own executor thread",
+        "threads of the speaker encoders (onnxruntime's) in the engine process, on their own executor thread",
         minimum=1,
         group="ASR",
     )

@@ -271,7 +271,8 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any, int]:
 
 def _load_speaker_encoder(config: EngineConfig) -> tuple[Any, str | None]:
     """Diarization's speaker encoder, or None and why not (the server still transcribes without it). Its
-    threads, onnxruntime's for GE2E and numpy's BLAS for CAM++, are --speaker-threads; CTranslate2 has its own."""
+    onnxruntime threads are --speaker-threads, numpy's BLAS too (the encoders' small products around the
+    graphs); CTranslate2 has its own."""
     from voxlane.blas import limit_blas_threads
     from voxlane.runners.speaker import load_encoder
     from voxlane.speakers.weights import INSTALL_HINT, weights_path

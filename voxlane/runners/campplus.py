@@ -1,9 +1,12 @@
 """The CAM++ speaker encoder (3D-Speaker's ``CAMPPlus``: a 2D-convolutional front end over 80 filterbanks,
-then densely connected TDNN blocks with context-aware masking, statistics pooling and a 192-dim layer) run
-with numpy, in inference form: each batch norm folded into a scale and a shift. Weights: the
-``campplus_cn_en_common`` checkpoint (Apache-2.0, 3D-Speaker), converted at install time
-(voxlane/speakers/weights.py). No torch, no onnxruntime: numpy's BLAS, whose threads the engine sets
-(--speaker-threads).
+then densely connected TDNN blocks with context-aware masking, statistics pooling and a 192-dim layer) in
+inference form: each batch norm a scale and a shift. Weights: the ``campplus_cn_en_common`` checkpoint
+(Apache-2.0, 3D-Speaker), converted at install time (voxlane/speakers/weights.py). No torch.
+
+The network is written twice. In numpy (``embed_one_numpy``), piece by piece against torch's documented
+semantics (tests/unit/test_campplus.py); and as an ONNX graph built from the same weights at load
+(``campplus_graph``), which serves: onnxruntime's convolutions take half the CPU of numpy's tensor products
+over sliding windows (docs/diarization.md), and the tests hold the two to the same embeddings.
 
 Each speech region is embedded whole (CAM++ pools over any length), from its filterbanks minus their mean
 over the region (CMN, as 3D-Speaker's ``FBank(mean_nor=True)``)."""
@@ -11,6 +14,7 @@ over the region (CMN, as 3D-Speaker's ``FBank(mean_nor=True)``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +81,7 @@ class CampPlusEncoder:
     feature_columns = slice(N_MELS, None)
     """Its columns of a window's features (speakers/features.py): the 80 filterbanks."""
 
-    def __init__(self, weights: dict[str, np.ndarray]) -> None:
+    def __init__(self, weights: dict[str, np.ndarray], threads: int = 1) -> None:
         self.w = {k: np.asarray(v, dtype=np.float32) for k, v in weights.items() if v.ndim}
         w = self.w
         self.bn = {
@@ -95,10 +99,18 @@ class CampPlusEncoder:
                 scale, shift = self.bn[f"{p}.nonlinear2.batchnorm"]
                 self.folded[p] = (np.ascontiguousarray(w[name][:, :, 0] * scale[:, None]), shift[:, None].copy())
 
+        import onnxruntime  # here, not at import: the API process imports the runners for their types
+
+        from voxlane.runners.piper import session_options
+
+        self.session = onnxruntime.InferenceSession(
+            campplus_graph(self), session_options(threads), providers=["CPUExecutionProvider"]
+        )
+
     @classmethod
-    def load(cls, path: str | Path) -> CampPlusEncoder:
+    def load(cls, path: str | Path, threads: int = 1) -> CampPlusEncoder:
         with np.load(path) as npz:
-            return cls({k: npz[k] for k in npz.files})
+            return cls({k: npz[k] for k in npz.files}, threads)
 
     def _block(self, x: np.ndarray, prefix: str, stride: int) -> np.ndarray:
         w, bn = self.w, self.bn
@@ -111,7 +123,24 @@ class CampPlusEncoder:
         return _relu(out)
 
     def embed_one(self, fbank: np.ndarray) -> np.ndarray:
-        """(frames, 80) log filterbanks, mean-normalised -> the (192,) embedding, not normalised."""
+        """(frames, 80) log filterbanks, mean-normalised -> the (192,) embedding, not normalised: the graph
+        up to the last frame-level layer, then the statistics pooling and the dense layer in numpy."""
+        k = self.w["xvector.tdnn.linear.weight"].shape[-1]
+        segments, expand = segment_pooling((len(fbank) + 2 * ((k - 1) // 2) - k) // 2 + 1)  # the TDNN's stride 2
+        x = np.ascontiguousarray(fbank.T, dtype=np.float32)[None, None]
+        (frames,) = self.session.run(None, {"x": x, "segments": segments, "expand": expand})
+        return self._pooled(frames[0])
+
+    def _pooled(self, x: np.ndarray) -> np.ndarray:
+        """Statistics pooling of the (channels, frames) output, then the dense layer and its batch norm."""
+        std = x.std(axis=1, ddof=1) if x.shape[1] > 1 else np.full(x.shape[0], 1e-2, dtype=np.float32)
+        stats = np.concatenate([x.mean(axis=1), std])
+        emb = self.w["xvector.dense.linear.weight"][:, :, 0] @ stats
+        scale, shift = self.bn["xvector.dense.nonlinear.batchnorm"]
+        return emb * scale + shift
+
+    def embed_one_numpy(self, fbank: np.ndarray) -> np.ndarray:
+        """``embed_one`` in numpy: the reference the graph is checked against."""
         w, bn = self.w, self.bn
         x = np.ascontiguousarray(fbank.T, dtype=np.float32)[None]  # (1, 80 bands, T)
         x = _relu(_affine2d(conv2d(x, w["head.conv1.weight"]), bn["head.bn1"]))
@@ -138,12 +167,7 @@ class CampPlusEncoder:
             x = grown
             t = f"xvector.transit{b}"
             x = w[f"{t}.linear.weight"][:, :, 0] @ _relu(_affine1d(x, bn[f"{t}.nonlinear.batchnorm"]))
-        x = _relu(_affine1d(x, bn["xvector.out_nonlinear.batchnorm"]))
-        std = x.std(axis=1, ddof=1) if x.shape[1] > 1 else np.full(x.shape[0], 1e-2, dtype=np.float32)
-        stats = np.concatenate([x.mean(axis=1), std])
-        emb = w["xvector.dense.linear.weight"][:, :, 0] @ stats
-        scale, shift = bn["xvector.dense.nonlinear.batchnorm"]
-        return emb * scale + shift
+        return self._pooled(_relu(_affine1d(x, bn["xvector.out_nonlinear.batchnorm"])))
 
     def _cam(self, h: np.ndarray, p: str, dilation: int) -> np.ndarray:
         """Context-aware masking: the local convolution, scaled by a mask from the region's mean plus each
@@ -184,3 +208,120 @@ class CampPlusEncoder:
                 counts.append(max(1, round((b - a) / PARTIAL_FRAMES)))
             out.append((embeddings, counts))
         return out
+
+
+def segment_pooling(frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """The context masks' segment pooling as two matrices: (frames, n) whose column averages one 100-frame
+    segment over its own frames (the last one over fewer, as torch's ``avg_pool1d(ceil_mode=True)``), and
+    (n, frames) that hands each segment's value back to its frames."""
+    n = -(-frames // SEGMENT)
+    segment = np.arange(frames) // SEGMENT
+    sizes = np.bincount(segment, minlength=n).astype(np.float32)
+    averaging = np.zeros((frames, n), dtype=np.float32)
+    averaging[np.arange(frames), segment] = 1.0 / sizes[segment]
+    expand = np.zeros((n, frames), dtype=np.float32)
+    expand[segment, np.arange(frames)] = 1.0
+    return averaging, expand
+
+
+def campplus_graph(enc: CampPlusEncoder) -> bytes:
+    """CAM++ up to its statistics pooling as an ONNX graph: inputs ``x`` (1, 1, 80, T) filterbanks,
+    ``segments`` (T2, n) each 100-frame segment's averaging column and ``expand`` (n, T2) each frame's
+    segment; output ``y`` (1, C, T2), the frames pooled by the caller."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w, bn = enc.w, enc.bn
+    nodes: list[Any] = []
+    tensors: list[Any] = []
+    count = [0]
+
+    def const(a: np.ndarray) -> str:
+        count[0] += 1
+        name = f"w_{count[0]}"
+        tensors.append(numpy_helper.from_array(np.ascontiguousarray(a, dtype=np.float32), name))
+        return name
+
+    def op(kind: str, inputs: list[str], **attrs: Any) -> str:
+        count[0] += 1
+        out = f"{kind.lower()}_{count[0]}"
+        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    def affine(x: str, name: str, dims: int) -> str:
+        scale, shift = bn[name]
+        shape = (-1,) + (1,) * dims
+        return op("Add", [op("Mul", [x, const(scale.reshape(shape))]), const(shift.reshape(shape))])
+
+    def relu(x: str) -> str:
+        return op("Relu", [x])
+
+    def conv2d(x: str, weight: np.ndarray, stride: int = 1) -> str:
+        k = weight.shape[-1]
+        return op("Conv", [x, const(weight)], kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, 1])
+
+    def conv1d(x: str, weight: np.ndarray, stride: int = 1, dilation: int = 1) -> str:
+        k = weight.shape[-1]
+        p = (k - 1) // 2 * dilation
+        return op("Conv", [x, const(weight)], kernel_shape=[k], pads=[p, p], strides=[stride], dilations=[dilation])
+
+    def block(x: str, prefix: str, stride: int) -> str:
+        out = relu(affine(conv2d(x, w[f"{prefix}.conv1.weight"], stride), f"{prefix}.bn1", 2))
+        out = affine(conv2d(out, w[f"{prefix}.conv2.weight"]), f"{prefix}.bn2", 2)
+        if f"{prefix}.shortcut.0.weight" in w:
+            short = affine(conv2d(x, w[f"{prefix}.shortcut.0.weight"], stride), f"{prefix}.shortcut.1", 2)
+        else:
+            short = x
+        return relu(op("Add", [out, short]))
+
+    x = relu(affine(conv2d("x", w["head.conv1.weight"]), "head.bn1", 2))
+    for layer in ("layer1", "layer2"):
+        x = block(x, f"head.{layer}.0", 2)
+        x = block(x, f"head.{layer}.1", 1)
+    x = relu(affine(conv2d(x, w["head.conv2.weight"], 2), "head.bn2", 2))
+    flat = np.array([1, w["xvector.tdnn.linear.weight"].shape[1], -1], np.int64)
+    tensors.append(numpy_helper.from_array(flat, "flat"))
+    x = op("Reshape", [x, "flat"])
+    x = relu(affine(conv1d(x, w["xvector.tdnn.linear.weight"], stride=2), "xvector.tdnn.nonlinear.batchnorm", 1))
+    for b, (layers, dilation) in enumerate(BLOCKS, start=1):
+        for i in range(1, layers + 1):
+            p = f"xvector.block{b}.tdnnd{i}"
+            h = relu(affine(x, f"{p}.nonlinear1.batchnorm", 1))
+            w1, b1 = enc.folded[p]
+            h = relu(op("Add", [op("MatMul", [const(w1), h]), const(b1)]))
+            local = conv1d(h, w[f"{p}.cam_layer.linear_local.weight"], dilation=dilation)
+            context = op("Add", [op("MatMul", [h, "segments"]), op("ReduceMean", [h, "time"], keepdims=1)])
+            z = relu(
+                op(
+                    "Add",
+                    [
+                        op("MatMul", [const(w[f"{p}.cam_layer.linear1.weight"][:, :, 0]), context]),
+                        const(w[f"{p}.cam_layer.linear1.bias"][:, None]),
+                    ],
+                )
+            )
+            z = op(
+                "Add",
+                [
+                    op("MatMul", [const(w[f"{p}.cam_layer.linear2.weight"][:, :, 0]), z]),
+                    const(w[f"{p}.cam_layer.linear2.bias"][:, None]),
+                ],
+            )
+            gate = op("MatMul", [op("Sigmoid", [z]), "expand"])
+            x = op("Concat", [x, op("Mul", [local, gate])], axis=1)
+        t = f"xvector.transit{b}"
+        x = op("MatMul", [const(w[f"{t}.linear.weight"][:, :, 0]), relu(affine(x, f"{t}.nonlinear.batchnorm", 1))])
+    x = relu(affine(x, "xvector.out_nonlinear.batchnorm", 1))
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    tensors.append(numpy_helper.from_array(np.array([2], np.int64), "time"))
+    graph = helper.make_graph(
+        nodes,
+        "campplus",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 80, "frames"]),
+            helper.make_tensor_value_info("segments", TensorProto.FLOAT, ["t2", "n"]),
+            helper.make_tensor_value_info("expand", TensorProto.FLOAT, ["n", "t2"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "channels", "t2"])],
+        tensors,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()

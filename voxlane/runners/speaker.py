@@ -131,12 +131,12 @@ class SpeakerEncoder:
 
 
 def load_encoder(path: str | Path, threads: int = 1) -> Any:
-    """The encoder whose weights ``path`` (.npz) holds: GE2E's LSTM or CAM++ (runners/campplus.py). GE2E's
-    LSTM runs on ``threads`` of onnxruntime's; CAM++ on numpy's BLAS threads, which the caller sets."""
+    """The encoder whose weights ``path`` (.npz) holds: GE2E's LSTM or CAM++ (runners/campplus.py). Each runs
+    on ``threads`` of onnxruntime's."""
     with np.load(path) as npz:
         weights = {k: npz[k] for k in npz.files}
     if "xvector.dense.linear.weight" in weights:
         from voxlane.runners.campplus import CampPlusEncoder
 
-        return CampPlusEncoder(weights)
+        return CampPlusEncoder(weights, threads)
     return SpeakerEncoder(weights, threads)
