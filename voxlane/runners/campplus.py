@@ -99,13 +99,10 @@ class CampPlusEncoder:
                 scale, shift = self.bn[f"{p}.nonlinear2.batchnorm"]
                 self.folded[p] = (np.ascontiguousarray(w[name][:, :, 0] * scale[:, None]), shift[:, None].copy())
 
-        import onnxruntime  # here, not at import: the API process imports the runners for their types
+        # Here, not at import: it loads onnxruntime, and the API process imports this module for its types.
+        from voxlane.runners.piper import cpu_session
 
-        from voxlane.runners.piper import session_options
-
-        self.session = onnxruntime.InferenceSession(
-            campplus_graph(self), session_options(threads), providers=["CPUExecutionProvider"]
-        )
+        self.session = cpu_session(campplus_graph(self), threads)
 
     @classmethod
     def load(cls, path: str | Path, threads: int = 1) -> CampPlusEncoder:
@@ -255,6 +252,10 @@ def campplus_graph(enc: CampPlusEncoder) -> bytes:
     def relu(x: str) -> str:
         return op("Relu", [x])
 
+    def linear(x: str, weight: np.ndarray, bias: np.ndarray) -> str:
+        """(out, in) by the (1, in, frames) activations, plus a bias per output channel."""
+        return op("Add", [op("MatMul", [const(weight), x]), const(bias[:, None])])
+
     def conv2d(x: str, weight: np.ndarray, stride: int = 1) -> str:
         k = weight.shape[-1]
         return op("Conv", [x, const(weight)], kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, 1])
@@ -287,25 +288,11 @@ def campplus_graph(enc: CampPlusEncoder) -> bytes:
             p = f"xvector.block{b}.tdnnd{i}"
             h = relu(affine(x, f"{p}.nonlinear1.batchnorm", 1))
             w1, b1 = enc.folded[p]
-            h = relu(op("Add", [op("MatMul", [const(w1), h]), const(b1)]))
+            h = relu(linear(h, w1, b1[:, 0]))
             local = conv1d(h, w[f"{p}.cam_layer.linear_local.weight"], dilation=dilation)
             context = op("Add", [op("MatMul", [h, "segments"]), op("ReduceMean", [h, "time"], keepdims=1)])
-            z = relu(
-                op(
-                    "Add",
-                    [
-                        op("MatMul", [const(w[f"{p}.cam_layer.linear1.weight"][:, :, 0]), context]),
-                        const(w[f"{p}.cam_layer.linear1.bias"][:, None]),
-                    ],
-                )
-            )
-            z = op(
-                "Add",
-                [
-                    op("MatMul", [const(w[f"{p}.cam_layer.linear2.weight"][:, :, 0]), z]),
-                    const(w[f"{p}.cam_layer.linear2.bias"][:, None]),
-                ],
-            )
+            z = relu(linear(context, w[f"{p}.cam_layer.linear1.weight"][:, :, 0], w[f"{p}.cam_layer.linear1.bias"]))
+            z = linear(z, w[f"{p}.cam_layer.linear2.weight"][:, :, 0], w[f"{p}.cam_layer.linear2.bias"])
             gate = op("MatMul", [op("Sigmoid", [z]), "expand"])
             x = op("Concat", [x, op("Mul", [local, gate])], axis=1)
         t = f"xvector.transit{b}"

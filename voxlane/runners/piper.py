@@ -60,13 +60,18 @@ def session_options(threads: int) -> onnxruntime.SessionOptions:
     return options
 
 
+def cpu_session(model: str | bytes, threads: int) -> onnxruntime.InferenceSession:
+    """An onnxruntime session on the CPU with ``threads`` that do not spin: a voice's, or a speaker encoder's."""
+    return onnxruntime.InferenceSession(
+        model, sess_options=session_options(threads), providers=["CPUExecutionProvider"]
+    )
+
+
 def load_voice(model_path: str, config_path: str, threads: int) -> LoadedVoice:
     """Load one Piper voice. Raises ValueError saying what is wrong with a voice that cannot serve."""
     config = load_voice_config(config_path)
     model, aligned = _with_alignment(model_path)
-    session = onnxruntime.InferenceSession(
-        model, sess_options=session_options(threads), providers=["CPUExecutionProvider"]
-    )
+    session = cpu_session(model, threads)
     inputs = {i.name for i in session.get_inputs()}
     if not {"input", "input_lengths", "scales"} <= inputs:
         raise ValueError(f"the model's inputs are {sorted(inputs)}, not a Piper voice's (input, input_lengths, scales)")

@@ -67,13 +67,10 @@ def lstm_graph(weights: dict[str, np.ndarray], layers: int = 3) -> bytes:
 
 class SpeakerEncoder:
     def __init__(self, weights: dict[str, np.ndarray], threads: int = 1) -> None:
-        import onnxruntime  # here, not at import: the API process imports this module for its types
+        # Here, not at import: it loads onnxruntime, and the API process imports this module for its types.
+        from voxlane.runners.piper import cpu_session
 
-        from voxlane.runners.piper import session_options
-
-        self.session = onnxruntime.InferenceSession(
-            lstm_graph(weights), session_options(threads), providers=["CPUExecutionProvider"]
-        )
+        self.session = cpu_session(lstm_graph(weights), threads)
         self.linear_w = np.ascontiguousarray(weights["linear.weight"].T, dtype=np.float32)
         self.linear_b = weights["linear.bias"].astype(np.float32)
         self.hidden = weights["lstm.weight_hh_l0"].shape[1]
