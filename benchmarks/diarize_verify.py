@@ -1,11 +1,12 @@
 """The speaker count check re-scored offline, with its settings changed: captured transcriptions
 (benchmarks/diarize_rescore.py ``capture``, whose inputs are the clustering's) clustered twice, by the count
 step's rule on GE2E's centroids (the server with ``--speaker-check-model none``) and by the count check (the
-server's default: voxlane/speakers/diarize.py ``count_candidate`` then ``split_candidates``, each
-candidate's two stretches embedded whole by CAM++ here instead of in the engine). ``--min-s``, ``--max-s``,
-``--different`` and ``--split-similarity`` replace CHECK_MIN_S, CHECK_MAX_S, CHECK_DIFFERENT and
-SPLIT_SIMILARITY. Prints, per captured set, both ways' mean DER, worst, count
-right, a paired 95% bootstrap interval, and the CAM++ audio seconds and CPU.
+server's default: voxlane/speakers/diarize.py ``merge_candidates``, ``count_candidate`` then
+``split_candidates``, each stretch embedded whole by CAM++ here instead of in the engine, each heard once).
+``--min-s``, ``--max-s``, ``--different``, ``--same``, ``--nearest``, ``--merge-under`` and
+``--split-similarity`` replace CHECK_MIN_S, CHECK_MAX_S, CHECK_DIFFERENT, CHECK_SAME, CHECK_NEAREST,
+MERGE_UNDER_S and SPLIT_SIMILARITY. Prints, per captured set, both ways' mean DER, worst, count right, a
+paired 95% bootstrap interval, and the CAM++ audio seconds and CPU.
 
     python benchmarks/diarize_verify.py hard1.pkl hard0.pkl hard2.pkl default0.pkl --dev-dir DEV
 """
@@ -28,38 +29,65 @@ from voxlane.speakers.weights import weights_path
 
 
 class Verifier:
-    """CAM++ on the count check's stretches of one conversation, with the audio seconds and CPU it took."""
+    """CAM++ on the count check's stretches of one conversation, each heard once, with the audio seconds and
+    CPU it took."""
 
     def __init__(self) -> None:
         self.encoder = load_encoder(weights_path("campplus"))
         self.audio_s = 0.0
         self.cpu_s = 0.0
         self.pcm = np.zeros(0, dtype=np.int16)
+        self.heard: dict[tuple[D.Region, ...], np.ndarray] = {}
 
-    def distinct(self, stretches: tuple[list[D.Region], list[D.Region]]) -> bool:
-        pieces = [[self.pcm[round(r.start * SAMPLE_RATE) : round(r.end * SAMPLE_RATE)] for r in s] for s in stretches]
-        features, spans = stretch_features(pieces)
-        t = time.process_time()
-        (a, b), _ = self.encoder.embed_windows([(features, spans)])[0]
-        self.cpu_s += time.process_time() - t
-        self.audio_s += len(features) / 100
-        return float(a @ b) < D.CHECK_DIFFERENT
+    def hear(self, stretches: list[list[D.Region]]) -> dict[tuple[D.Region, ...], np.ndarray]:
+        todo = list(dict.fromkeys(tuple(s) for s in stretches if tuple(s) not in self.heard))
+        if todo:
+            pieces = [[self.pcm[round(r.start * SAMPLE_RATE) : round(r.end * SAMPLE_RATE)] for r in s] for s in todo]
+            features, spans = stretch_features(pieces)
+            t = time.process_time()
+            vectors, _ = self.encoder.embed_windows([(features, spans)])[0]
+            self.cpu_s += time.process_time() - t
+            self.audio_s += len(features) / 100
+            self.heard.update(zip(todo, vectors))
+        return self.heard
+
+    def cosine(self, a: list[D.Region], b: list[D.Region]) -> float:
+        heard = self.hear([a, b])
+        return float(heard[tuple(a)] @ heard[tuple(b)])
+
+    def two_voices(self, a: list[D.Region], b: list[D.Region]) -> bool:
+        return self.cosine(a, b) < D.CHECK_DIFFERENT
 
 
 def diarize(v: Verifier, inputs: list) -> list[D.SpeakerSegment]:
     """The server's speaker_segments (server/diarized.py) with ``v`` for the engine."""
     words, regions, embeddings, weights, references, threshold, merge, known, min_turn_s = inputs[:9]
     count = inputs[9] if len(inputs) > 9 else D.SpeakerCount()
+    v.heard = {}
     _, centroids = D.first_clusters(embeddings, threshold, merge, weights, count)
+    while len(centroids) > max(1, count.low):
+        into = next(
+            (
+                (m.speaker, j)
+                for m in D.merge_candidates(embeddings, regions, centroids)
+                for j, n in m.nearest
+                if v.cosine(m.stretch, n) >= D.CHECK_SAME
+            ),
+            None,
+        )
+        if into is None:
+            break
+        centroids = D.merge_speakers(embeddings, centroids, *into)
     while count.high is None or len(centroids) < count.high:
         candidate = D.count_candidate(embeddings, regions, threshold, merge, weights, centroids)
-        if candidate is None or not v.distinct(candidate.stretches):
+        if candidate is None or not all(v.two_voices(candidate.stretch, n) for n in candidate.nearest):
             break
         centroids = candidate.centroids
     if count.high is None or len(centroids) < count.high:
         splits = D.split_candidates(embeddings, regions, threshold, merge, weights, centroids)
+        two = [c for c in splits if v.two_voices(*c.stretches)]
         room = len(regions) if count.high is None else count.high - len(centroids)
-        centroids = D.split(centroids, [s for s in splits if v.distinct(s.stretches)][:room])
+        centroids = D.split(centroids, two[:room])
     return D.segments_of(words, regions, embeddings, centroids, references, known, min_turn_s)
 
 
@@ -105,11 +133,15 @@ def main() -> None:
     parser.add_argument("--min-s", type=float, default=D.CHECK_MIN_S)
     parser.add_argument("--max-s", type=float, default=D.CHECK_MAX_S)
     parser.add_argument("--different", type=float, default=D.CHECK_DIFFERENT)
+    parser.add_argument("--same", type=float, default=D.CHECK_SAME)
+    parser.add_argument("--nearest", type=int, default=D.CHECK_NEAREST)
+    parser.add_argument("--merge-under", type=float, default=D.MERGE_UNDER_S, help="0: no merge step")
     parser.add_argument("--split-similarity", type=float, default=D.SPLIT_SIMILARITY)
     parser.add_argument("--verbose", action="store_true", help="each conversation's DER (count found)")
     args = parser.parse_args()
     D.CHECK_MIN_S, D.CHECK_MAX_S, D.CHECK_DIFFERENT = args.min_s, args.max_s, args.different
     D.SPLIT_SIMILARITY = args.split_similarity
+    D.CHECK_SAME, D.CHECK_NEAREST, D.MERGE_UNDER_S = args.same, args.nearest, args.merge_under
     v = Verifier()
     for path in args.captured:
         score(path, args.dev_dir, v, args.verbose)

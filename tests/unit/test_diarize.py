@@ -22,6 +22,8 @@ from voxlane.speakers.diarize import (
     diarize,
     first_clusters,
     label_words,
+    merge_candidates,
+    merge_speakers,
     speaker_segments,
     split,
     split_candidates,
@@ -322,17 +324,22 @@ def _check_case(third_s: list[float]) -> tuple[np.ndarray, list[Region], np.ndar
     return embeddings, regions, np.array([2.0] * 20 + [1.0] * 4)
 
 
-def test_the_count_check_hears_the_candidates_most_typical_speech_and_as_much_of_its_nearest() -> None:
-    # The candidate's steady regions (2.5 + 2.0 s) reach CHECK_MAX_S before its noisy ones are needed; its
-    # nearest speaker, A, gives its first 4.5 s in time order, the fifth region cut short.
+def test_the_count_check_hears_the_candidates_most_typical_speech_and_its_nearest_speakers() -> None:
+    # The candidate's steady regions (2.5 + 2.0 s) reach CHECK_MAX_S before its noisy ones are needed; it is
+    # heard against each other speaker (2 here, under CHECK_NEAREST), nearest first: A (the third voice is
+    # 0.4 alike A's), then B, each by its own 4 regions most like its centroid, in time order.
     embeddings, regions, weights = _check_case([2.5, 1.0, 2.0, 1.5])
     _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
     assert len(centroids) == 2
     candidate = count_candidate(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
     assert candidate is not None and len(candidate.centroids) == 3
-    mine, theirs = candidate.stretches
-    assert mine == [Region(30.0, 32.5), Region(40.0, 42.0)]
-    assert theirs == [Region(0.0, 1.0), Region(2.0, 3.0), Region(4.0, 5.0), Region(6.0, 7.0), Region(8.0, 8.5)]
+    assert candidate.stretch == [Region(30.0, 32.5), Region(40.0, 42.0)]
+    a, b = candidate.nearest
+    assert [r.start % 2 for r in a] == [0.0] * 4 and [r.start % 2 for r in b] == [1.0] * 4  # A's at even seconds
+    assert all(r.end - r.start == 1.0 and r.start < 20 for r in a + b)
+    assert a == sorted(a, key=lambda r: r.start) and b == sorted(b, key=lambda r: r.start)
+    typical_a = np.argsort(-(embeddings[:10] @ embeddings[:10].sum(axis=0)))[:4]  # most like A's mean
+    assert sorted(r.start for r in a) == sorted(2.0 * i for i in typical_a)
 
 
 def test_the_count_step_ends_at_a_candidate_with_too_little_speech_to_check() -> None:
@@ -341,7 +348,7 @@ def test_the_count_step_ends_at_a_candidate_with_too_little_speech_to_check() ->
     assert count_candidate(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids) is None
     embeddings, regions, weights = _check_case([0.7] * 4)
     candidate = count_candidate(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
-    assert candidate is not None and sum(r.end - r.start for r in candidate.stretches[0]) == pytest.approx(2.8)
+    assert candidate is not None and sum(r.end - r.start for r in candidate.stretch) == pytest.approx(2.8)
 
 
 def _two_in_one(cosine: float) -> tuple[np.ndarray, list[Region], np.ndarray, np.ndarray]:
@@ -374,3 +381,46 @@ def test_a_speaker_whose_halves_are_unlike_is_heard_in_two() -> None:
 def test_halves_more_alike_than_split_similarity_are_not_heard() -> None:
     embeddings, regions, weights, centroids = _two_in_one(0.85)
     assert split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids) == []
+
+
+def _stray_part(stray_s: float) -> tuple[np.ndarray, list[Region], np.ndarray]:
+    """Voices A and B in 10 regions of 1 s each (2 partials), then 4 regions of ``stray_s`` s each (2
+    partials: enough to stay a cluster) of a voice 0.6 alike A's (not B's): the clustering keeps it
+    as a third speaker with little speech."""
+    rng = np.random.default_rng(8)
+    a, b, other = voices(3, rng)
+    stray = toward(a, other, 0.6)
+    embeddings = np.concatenate(
+        [regions_of(a, 10, 0.1, rng), regions_of(b, 10, 0.1, rng), regions_of(stray, 4, 0.02, rng)]
+    )
+    regions = [Region(float(i), i + 1.0) for i in range(20)] + [
+        Region(30.0 + 5 * i, 30.0 + 5 * i + stray_s) for i in range(4)
+    ]
+    return embeddings, regions, np.full(24, 2.0)
+
+
+def test_a_speaker_with_little_speech_is_heard_against_its_nearest_speakers_and_merged() -> None:
+    embeddings, regions, weights = _stray_part(1.5)
+    _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
+    assert len(centroids) == 3
+    labels = np.argmax(embeddings @ centroids.T, axis=1)
+    a, b, stray = labels[0], labels[10], labels[20]
+    (candidate,) = merge_candidates(embeddings, regions, centroids)  # A's and B's 10 s are not heard
+    assert candidate.speaker == stray
+    assert sum(r.end - r.start for r in candidate.stretch) == pytest.approx(4.5)  # up to CHECK_MAX_S
+    assert [j for j, _ in candidate.nearest] == [a, b]  # nearest first, each with its own typical 4 s
+    assert all(sum(r.end - r.start for r in s) == 4.0 for _, s in candidate.nearest)
+    assert all(r.start < 10 for r in candidate.nearest[0][1]) and all(
+        10 <= r.start < 20 for r in candidate.nearest[1][1]
+    )
+    merged = merge_speakers(embeddings, centroids, candidate.speaker, a)
+    assert len(merged) == 2
+    assert np.all(np.argmax(embeddings[20:] @ merged.T, axis=1) == np.argmax(embeddings[0] @ merged.T))
+
+
+def test_speakers_with_too_little_or_enough_speech_are_not_heard_for_a_merge() -> None:
+    embeddings, regions, weights = _stray_part(0.6)  # 2.4 s < CHECK_MIN_S: too little to hear
+    _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
+    assert len(centroids) == 3 and merge_candidates(embeddings, regions, centroids) == []
+    embeddings, regions, weights = _stray_part(2.0)  # 8 s: MERGE_UNDER_S, a speaker of its own
+    assert merge_candidates(embeddings, regions, centroids) == []

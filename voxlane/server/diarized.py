@@ -30,6 +30,7 @@ from voxlane.server.formats import join_text
 from voxlane.server.state import AppState
 from voxlane.speakers.diarize import (
     CHECK_DIFFERENT,
+    CHECK_SAME,
     MIN_TURN_S,
     Region,
     SpeakerCount,
@@ -38,6 +39,8 @@ from voxlane.speakers.diarize import (
     count_candidate,
     diarize,
     first_clusters,
+    merge_candidates,
+    merge_speakers,
     segments_of,
     split,
     split_candidates,
@@ -198,8 +201,10 @@ def _inputs(
 
 
 async def speaker_segments(state: AppState, diarization: Diarization, segments: list[Segment]) -> list[SpeakerSegment]:
-    """The transcript's words, clustered by speaker and named, on the audio pool. With the count check, each
-    speaker the count step adds is first heard by the engine's check encoder (:func:`_distinct`)."""
+    """The transcript's words, clustered by speaker and named, on the audio pool. With the count check, the
+    engine's check encoder hears (:func:`_hear`) each speaker with little speech against its nearest ones
+    (merged where it sounds the same), each speaker the count step would add, and each speaker whose halves
+    are unlike (split where they are two voices)."""
     words, regions, embeddings, weights, refs = _inputs(diarization, segments)
     config = state.config
     run = state.executors.run
@@ -221,30 +226,66 @@ async def speaker_segments(state: AppState, diarization: Diarization, segments: 
         )
     count = diarization.count
     _, centroids = await run("audio", first_clusters, embeddings, threshold, merge, weights, count)
+    heard: dict[tuple[Region, ...], np.ndarray] = {}  # a stretch is often heard again after a change
+
+    async def cosine(a: list[Region], b: list[Region]) -> float:
+        vectors = await _hear(state, diarization, heard, [a, b])
+        return float(vectors[tuple(a)] @ vectors[tuple(b)])
+
+    while len(centroids) > max(1, count.low):
+        into = None
+        for m in await run("audio", merge_candidates, embeddings, regions, centroids):
+            for j, stretch in m.nearest:  # nearest first: a stray part's voice is most often the nearest
+                if await cosine(m.stretch, stretch) >= CHECK_SAME:
+                    into = (m.speaker, j)
+                    break
+            state.metrics.speaker_checks.labels("merge", "speaker" if into is None else "same").inc()
+            if into is not None:
+                break
+        if into is None:
+            break
+        centroids = await run("audio", merge_speakers, embeddings, centroids, *into)
     while count.high is None or len(centroids) < count.high:
         candidate = await run("audio", count_candidate, embeddings, regions, threshold, merge, weights, centroids)
-        if candidate is None or not (await _distinct(state, diarization, "add", [candidate.stretches]))[0]:
+        if candidate is None:
+            break
+        added = True
+        for stretch in candidate.nearest:  # stops at the first that sounds the same
+            if await cosine(candidate.stretch, stretch) >= CHECK_DIFFERENT:
+                added = False
+                break
+        state.metrics.speaker_checks.labels("add", "speaker" if added else "same").inc()
+        if not added:
             break
         centroids = candidate.centroids
     room = len(regions) if count.high is None else count.high - len(centroids)
     if room > 0:
         splits = await run("audio", split_candidates, embeddings, regions, threshold, merge, weights, centroids)
-        if splits:
-            verdicts = await _distinct(state, diarization, "split", [s.stretches for s in splits])
-            centroids = split(centroids, [s for s, two in zip(splits, verdicts) if two][:room])
+        await _hear(state, diarization, heard, [s for c in splits for s in c.stretches])  # one message for all
+        kept = []
+        for c in splits:
+            two = await cosine(*c.stretches) < CHECK_DIFFERENT
+            state.metrics.speaker_checks.labels("split", "speaker" if two else "same").inc()
+            if two:
+                kept.append(c)
+        centroids = split(centroids, kept[:room])
     return await run(
         "audio", segments_of, words, regions, embeddings, centroids, refs, config.diarize_known_threshold, MIN_TURN_S
     )
 
 
-async def _distinct(
-    state: AppState, diarization: Diarization, step: str, pairs: list[tuple[list[Region], list[Region]]]
-) -> list[bool]:
-    """Whether each pair of stretches of speech is two voices: their samples joined, their features on the
-    audio pool, each stretch embedded whole by the engine's check encoder (one message for all); a cosine
-    under CHECK_DIFFERENT. ``step`` labels the metric: the count step's candidate ("add") or a speaker's
-    halves ("split")."""
-    pieces = [[diarization.samples(r) for r in stretch] for pair in pairs for stretch in pair]
+async def _hear(
+    state: AppState,
+    diarization: Diarization,
+    heard: dict[tuple[Region, ...], np.ndarray],
+    stretches: list[list[Region]],
+) -> dict[tuple[Region, ...], np.ndarray]:
+    """``heard`` with each of ``stretches`` embedded whole by the engine's check encoder: those not heard
+    yet, their samples joined and their features computed on the audio pool, in one message."""
+    todo = list(dict.fromkeys(tuple(s) for s in stretches if tuple(s) not in heard))
+    if not todo:
+        return heard
+    pieces = [[diarization.samples(r) for r in stretch] for stretch in todo]
     features, spans = await state.executors.run("audio", stretch_features, pieces)
     engine = state.engine
     async with engine.speakers(uuid.uuid4().hex + "-check", 1) as stream:
@@ -252,11 +293,8 @@ async def _distinct(
         async for result in stream.results(state.config.request_timeout_s):
             if result.error:
                 raise VoxlaneError(f"diarization failed: {result.error}")
-            vectors = result.array()
-            verdicts = [float(vectors[2 * i] @ vectors[2 * i + 1]) < CHECK_DIFFERENT for i in range(len(pairs))]
-            for two in verdicts:
-                state.metrics.speaker_checks.labels(step, "speaker" if two else "same").inc()
-            return verdicts
+            heard.update(zip(todo, result.array()))
+            return heard
     raise VoxlaneError("diarization failed: the engine sent no speaker count check")
 
 

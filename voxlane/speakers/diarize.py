@@ -56,9 +56,20 @@ CHECK_MAX_S = 4.0
 """The count check joins the candidate's regions most like its centroid up to this much speech (and as
 much of the nearest speaker's): long enough for a sentence's voice print, short enough to be one voice's."""
 CHECK_DIFFERENT = 0.5
-"""The candidate is a speaker when its joined speech's cosine with the nearest speaker's is under this. On
+"""The candidate is a speaker when its joined speech's cosine with each nearest speaker's is under this. On
 the hard set (seed 1), CAM++ put 14 of the 15 true new speakers at 0.06-0.40 and 11 of the 12 stray parts of
 one voice at 0.59-0.83 (docs/diarization.md)."""
+CHECK_NEAREST = 3
+"""The count check hears a candidate against this many of its nearest speakers (by their centroids), each
+one's most typical speech: the voice a stray part belongs to is not always the nearest centroid's."""
+MERGE_UNDER_S = 8.0
+"""Before the count step, a speaker of the clustering with less speech than this is heard against its
+CHECK_NEAREST nearest speakers and merged into the first that sounds the same: a stray part of one voice
+that the clustering kept as a speaker of its own."""
+CHECK_SAME = 0.55
+"""The merge step's verdict: joined speech of two speakers at this cosine or over is one voice. CAM++ on 4 s
+of one voice against 4 s of another of the hard set: 0.54 at most; of the same voice: 0.56 at least
+(docs/diarization.md)."""
 SPLIT_SIMILARITY = 0.75
 """Once the count step ends, each speaker is cut in two by the clustering; where the halves' centroids meet
 under this, the count check hears the halves (:func:`split_candidates`). Two alike voices clustered as one
@@ -190,13 +201,14 @@ def first_clusters(
 
 @dataclass(frozen=True)
 class CountCandidate:
-    """The count step's next cut, to be kept when its two stretches of speech are two voices."""
+    """The count step's next cut, to be kept when its new speaker's speech is unlike each nearest speaker's."""
 
     centroids: np.ndarray
     """The cut's centroids: one speaker more."""
-    stretches: tuple[list[Region], list[Region]]
-    """The new speaker's regions most like its centroid (up to CHECK_MAX_S of speech), then the nearest
-    speaker's first regions, as much speech in all (the last one cut short)."""
+    stretch: list[Region]
+    """The new speaker's regions most like its centroid, up to CHECK_MAX_S of speech."""
+    nearest: list[list[Region]]
+    """The same of its CHECK_NEAREST nearest speakers, nearest first (those with under CHECK_MIN_S left out)."""
 
 
 def count_candidate(
@@ -218,17 +230,60 @@ def count_candidate(
     mine = _typical(np.flatnonzero(labels == new), embeddings, regions)
     if mine is None:
         return None
-    sims = more @ more[new]
-    sims[new] = -np.inf
-    theirs: list[Region] = []
-    left = sum(r.end - r.start for r in mine)
-    for i in np.flatnonzero(labels == int(np.argmax(sims))):
-        if left <= 0:
+    return CountCandidate(more, mine, [s for _, s in _nearest(new, labels, more, embeddings, regions)])
+
+
+@dataclass(frozen=True)
+class MergeCandidate:
+    """A speaker with little speech, to be merged into the first of its nearest speakers that sounds the same."""
+
+    speaker: int
+    """Its row in the centroids."""
+    stretch: list[Region]
+    """Its regions most like its centroid, up to CHECK_MAX_S of speech."""
+    nearest: list[tuple[int, list[Region]]]
+    """Its CHECK_NEAREST nearest speakers (rows), nearest first, each with its own most typical speech."""
+
+
+def merge_candidates(embeddings: np.ndarray, regions: list[Region], centroids: np.ndarray) -> list[MergeCandidate]:
+    """The speakers of ``centroids`` (each region to its nearest) with under MERGE_UNDER_S of speech but
+    CHECK_MIN_S or more, the fewest first, each with the speech of its nearest speakers."""
+    if len(centroids) < 2:
+        return []
+    labels = np.argmax(embeddings @ centroids.T, axis=1)
+    speech = np.bincount(labels, [r.end - r.start for r in regions], minlength=len(centroids))
+    out = []
+    for k in np.argsort(speech, kind="stable"):
+        if speech[k] >= MERGE_UNDER_S:
             break
-        end = min(regions[i].end, regions[i].start + left)
-        theirs.append(Region(regions[i].start, end))
-        left -= end - regions[i].start
-    return CountCandidate(more, (mine, theirs))
+        mine = _typical(np.flatnonzero(labels == k), embeddings, regions)
+        nearest = _nearest(int(k), labels, centroids, embeddings, regions)
+        if mine is not None and nearest:
+            out.append(MergeCandidate(int(k), mine, nearest))
+    return out
+
+
+def merge_speakers(embeddings: np.ndarray, centroids: np.ndarray, speaker: int, into: int) -> np.ndarray:
+    """``centroids`` with ``speaker``'s regions given to ``into``: its row gone, ``into``'s centroid anew."""
+    labels = np.argmax(embeddings @ centroids.T, axis=1)
+    labels[labels == speaker] = into
+    keep = [k for k in range(len(centroids)) if k != speaker and np.any(labels == k)]
+    return _centroids(embeddings, labels)[keep]
+
+
+def _nearest(
+    k: int, labels: np.ndarray, centroids: np.ndarray, embeddings: np.ndarray, regions: list[Region]
+) -> list[tuple[int, list[Region]]]:
+    """Up to CHECK_NEAREST speakers nearest ``k`` by centroid, nearest first, each with its most typical
+    speech; those under CHECK_MIN_S are left out."""
+    sims = centroids @ centroids[k]
+    sims[k] = -np.inf
+    out = []
+    for j in np.argsort(-sims, kind="stable")[: min(CHECK_NEAREST, len(centroids) - 1)]:
+        stretch = _typical(np.flatnonzero(labels == j), embeddings, regions)
+        if stretch is not None:
+            out.append((int(j), stretch))
+    return out
 
 
 @dataclass(frozen=True)
