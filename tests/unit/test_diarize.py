@@ -14,6 +14,8 @@ import pytest
 from voxlane.speakers.diarize import (
     MAX_POINTS,
     MIN_POINTS,
+    SPLIT_SIMILARITY,
+    TWO_MEANS_SIMILARITY,
     Region,
     SpeakerCount,
     TimedWord,
@@ -424,3 +426,30 @@ def test_speakers_with_too_little_or_enough_speech_are_not_heard_for_a_merge() -
     assert len(centroids) == 3 and merge_candidates(embeddings, regions, centroids) == []
     embeddings, regions, weights = _stray_part(2.0)  # 8 s: MERGE_UNDER_S, a speaker of its own
     assert merge_candidates(embeddings, regions, centroids) == []
+
+
+def test_a_speaker_whose_clustering_cut_splits_off_a_stray_region_is_cut_by_two_means() -> None:
+    # C and D (0.78 alike) given as one speaker with one stray region of a voice 0.6 alike C's: the
+    # clustering's cut at two puts the stray region alone (1 s: too little to hear), so the speaker is cut
+    # by two-means, whose halves are C's and D's, meeting under TWO_MEANS_SIMILARITY (but over
+    # SPLIT_SIMILARITY, the clustering's gate).
+    rng = np.random.default_rng(4)
+    a, c, other, far = voices(4, rng)
+    d = toward(c, other, 0.78)
+    stray = toward(c, far, 0.6)
+    embeddings = np.concatenate(
+        [
+            regions_of(a, 10, 0.05, rng),
+            *[regions_of(v, 1, 0.05, rng) for v in [c, d] * 6],
+            regions_of(stray, 1, 0.05, rng),
+        ]
+    )
+    regions = [Region(float(i), i + 1.0) for i in range(23)]
+    weights = np.full(23, 2.0)
+    centroids = np.stack([embeddings[:10].sum(axis=0), embeddings[10:].sum(axis=0)])
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    (candidate,) = split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
+    assert candidate.speaker == 1
+    halves = {tuple(int(r.start) % 2 for r in stretch) for stretch in candidate.stretches}
+    assert halves == {(0, 0, 0, 0), (1, 1, 1, 1)}  # C's regions start at even seconds, D's at odd
+    assert SPLIT_SIMILARITY <= float(candidate.halves[0] @ candidate.halves[1]) < TWO_MEANS_SIMILARITY

@@ -246,7 +246,7 @@ class EngineConfig:
     speaker_check_model: str = setting(
         "campplus",
         "the encoder that decides diarization's speaker count: each candidate speaker's speech joined into a few "
-        "seconds, embedded whole and compared with the nearest speaker's (campplus, ge2e or a .npz, as "
+        "seconds, embedded whole and compared with its nearest speakers' (campplus, ge2e or a .npz, as "
         "--speaker-model); none: the count from --speaker-model's embeddings alone",
         group="models",
     )

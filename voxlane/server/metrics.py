@@ -97,8 +97,9 @@ class Metrics:
         self.speaker_checks = Counter(
             "voxlane_speaker_count_checks",
             "Candidate speakers that diarization had the check encoder hear (--speaker-check-model), by step: "
-            "'add' (the count step's next speaker) or 'split' (a speaker's two halves), and by verdict: "
-            "'speaker' (kept: one speaker more) or 'same' (one voice).",
+            "'merge' (a speaker with little speech, against its nearest speakers), 'add' (the count step's next "
+            "speaker) or 'split' (a speaker's two halves), and by verdict: 'speaker' (kept apart) or 'same' (one "
+            "voice: merged, or not added or split).",
             ["step", "verdict"],
             registry=registry,
         )

@@ -53,8 +53,8 @@ CHECK_MIN_S = 2.5
 """With the count check (:func:`count_candidate`): a candidate speaker with less speech than this ends the
 count step, too little to embed as an utterance."""
 CHECK_MAX_S = 4.0
-"""The count check joins the candidate's regions most like its centroid up to this much speech (and as
-much of the nearest speaker's): long enough for a sentence's voice print, short enough to be one voice's."""
+"""The count check joins a speaker's regions most like its centroid up to this much speech: long enough for
+a sentence's voice print, short enough to be one voice's."""
 CHECK_DIFFERENT = 0.5
 """The candidate is a speaker when its joined speech's cosine with each nearest speaker's is under this. On
 the hard set (seed 1), CAM++ put 14 of the 15 true new speakers at 0.06-0.40 and 11 of the 12 stray parts of
@@ -68,8 +68,15 @@ CHECK_NEAREST nearest speakers and merged into the first that sounds the same: a
 that the clustering kept as a speaker of its own."""
 CHECK_SAME = 0.55
 """The merge step's verdict: joined speech of two speakers at this cosine or over is one voice. CAM++ on 4 s
-of one voice against 4 s of another of the hard set: 0.54 at most; of the same voice: 0.56 at least
-(docs/diarization.md)."""
+of one of the hard set's voices against 4 s of another: 0.54 at most; against 4 s more of the same voice:
+0.56 at least (benchmarks/diarize_check_lengths.py, docs/diarization.md)."""
+TWO_MEANS_SIMILARITY = 0.82
+"""Where the clustering's cut at two gives no halves to hear (it splits one voice's stray part off the rest,
+or its halves meet at SPLIT_SIMILARITY or over), the speaker is cut by two-means (:func:`_two_means`), and
+heard where those halves meet under this: two alike voices clustered as one are often apart region by region
+(each of seed 5's hard03 regions nearer its own voice's centroid, 30 of 30) while the clustering's cut
+follows a stray part. One voice's two-means halves meet at 0.86 (median; 5th to 95th percentile 0.75-0.92)
+on the clusterings of seeds 0-3 (docs/diarization.md)."""
 SPLIT_SIMILARITY = 0.75
 """Once the count step ends, each speaker is cut in two by the clustering; where the halves' centroids meet
 under this, the count check hears the halves (:func:`split_candidates`). Two alike voices clustered as one
@@ -319,13 +326,55 @@ def split_candidates(
         sub, halves = _cluster(
             embeddings[idx], threshold, merge_threshold, MIN_POINTS, weights[idx], SpeakerCount(2, 2)
         )
-        if len(halves) != 2 or float(halves[0] @ halves[1]) >= SPLIT_SIMILARITY:
-            continue
-        a = _typical(idx[sub == 0], embeddings, regions)
-        b = _typical(idx[sub == 1], embeddings, regions)
-        if a is not None and b is not None:
-            out.append(SplitCandidate(c, halves, (a, b)))
+        candidate = _halves(c, idx, sub, halves, SPLIT_SIMILARITY, embeddings, regions)
+        if candidate is None and len(idx) >= 4:
+            side = _two_means(embeddings[idx], weights[idx])
+            if side.any() and not side.all():
+                sub = (~side).astype(np.int64)
+                halves = np.stack(
+                    [_normalise((embeddings[idx] * weights[idx, None])[sub == h].sum(axis=0)) for h in (0, 1)]
+                )
+                candidate = _halves(c, idx, sub, halves, TWO_MEANS_SIMILARITY, embeddings, regions)
+        if candidate is not None:
+            out.append(candidate)
     return out
+
+
+def _halves(
+    c: int,
+    idx: np.ndarray,
+    sub: np.ndarray,
+    halves: np.ndarray,
+    gate: float,
+    embeddings: np.ndarray,
+    regions: list[Region],
+) -> SplitCandidate | None:
+    """Speaker ``c`` cut in two (``sub``: each of its regions' half) as a candidate to hear: None when the
+    halves' centroids meet at ``gate`` or over, or one half has under CHECK_MIN_S of speech."""
+    if len(halves) != 2 or float(halves[0] @ halves[1]) >= gate:
+        return None
+    a = _typical(idx[sub == 0], embeddings, regions)
+    b = _typical(idx[sub == 1], embeddings, regions)
+    return SplitCandidate(c, halves, (a, b)) if a is not None and b is not None else None
+
+
+def _two_means(points: np.ndarray, weights: np.ndarray, rounds: int = 10) -> np.ndarray:
+    """Each point's side (True or False) of a cut in two: first along the principal direction of the
+    weighted points, then each point to the nearer side's centroid until nothing moves."""
+    w = np.asarray(weights, dtype=np.float64)
+    centred = points - (points * w[:, None]).sum(axis=0) / w.sum()
+    _, _, directions = np.linalg.svd(centred * np.sqrt(w)[:, None], full_matrices=False)
+    side = centred @ directions[0] > 0
+    for _ in range(rounds):
+        if side.all() or not side.any():
+            break
+        a = _normalise((points[side] * w[side, None]).sum(axis=0))
+        b = _normalise((points[~side] * w[~side, None]).sum(axis=0))
+        moved = points @ a > points @ b
+        if np.array_equal(moved, side):
+            break
+        side = moved
+    return side
 
 
 def split(centroids: np.ndarray, splits: list[SplitCandidate]) -> np.ndarray:
