@@ -167,10 +167,8 @@ def test_the_count_check_finds_five_speakers_where_the_embeddings_found_three(se
     # The hard set's hard19 (seed 1): five speakers, two pairs of them alike enough that the regions'
     # embeddings cluster them as three (DER 19.3%); the count step's candidates, heard whole by CAM++, are
     # two more speakers, then a third is a part of one voice (5 found, DER 7.0%; docs/diarization.md).
-    conv = next(c for c in build_hard(load_pieces(DEV_DIR), 1) if c.name == "hard19-5spk")
-    speakers, score, checks = _diarized_with_checks(server, client, conv)
-    assert speakers == 5
-    assert score <= DER_BOUND
+    conv = _hard(1, "hard19-5spk")
+    checks = _found(server, client, conv, 5)
     assert checks == {
         ("merge", "speaker"): 0,
         ("merge", "same"): 0,
@@ -186,9 +184,7 @@ def test_a_speaker_heard_as_two_voices_is_split(server, client) -> None:
     # candidate a stray part of one voice (3 found, DER 13.6%); that speaker's halves, heard whole, are two
     # voices (4 found, DER 6.4%; docs/diarization.md).
     conv = next(c for c in build(load_pieces(DEV_DIR), 15, 0, known=True) if c.name == "conv05-4spk")
-    speakers, score, checks = _diarized_with_checks(server, client, conv)
-    assert speakers == 4
-    assert score <= DER_BOUND
+    checks = _found(server, client, conv, 4)
     assert checks[("split", "speaker")] == 1
 
 
@@ -196,10 +192,8 @@ def test_a_speaker_with_little_speech_that_sounds_like_its_nearest_is_merged(ser
     # The hard set's hard02 (seed 1): two alike high voices; the clustering keeps 5 s of one of them as a
     # third speaker (3 found, DER 7.1%); heard whole against its nearest speakers, it is one of theirs (2
     # found, DER 2.9%; docs/diarization.md).
-    conv = next(c for c in build_hard(load_pieces(DEV_DIR), 1) if c.name == "hard02-2spk")
-    speakers, score, checks = _diarized_with_checks(server, client, conv)
-    assert speakers == 2
-    assert score <= DER_BOUND
+    conv = _hard(1, "hard02-2spk")
+    checks = _found(server, client, conv, 2)
     assert checks[("merge", "same")] == 1
 
 
@@ -207,10 +201,8 @@ def test_two_alike_voices_clustered_as_one_are_split_by_two_means(server, client
     # The hard set's hard03 (seed 5): two low voices (110 and 125 Hz) clustered as one speaker, whose
     # clustering cut at two splits off a stray part (1 found, DER 51.9%); cut by two-means, its halves are
     # the two voices, heard apart (2 found, DER 7.3%; docs/diarization.md).
-    conv = next(c for c in build_hard(load_pieces(DEV_DIR), 5) if c.name == "hard03-2spk")
-    speakers, score, checks = _diarized_with_checks(server, client, conv)
-    assert speakers == 2
-    assert score <= DER_BOUND
+    conv = _hard(5, "hard03-2spk")
+    checks = _found(server, client, conv, 2)
     assert checks[("split", "speaker")] == 1
 
 
@@ -220,7 +212,7 @@ def test_without_the_check_encoders_weights_the_count_comes_from_the_embeddings(
 
     from tests.conftest import running_server
 
-    conv = next(c for c in build_hard(load_pieces(DEV_DIR), 1) if c.name == "hard19-5spk")
+    conv = _hard(1, "hard19-5spk")
     with running_server("--speaker-check-model", str(tmp_path / "missing.npz")) as srv:
         client = OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
         result = client.audio.transcriptions.create(
@@ -231,21 +223,27 @@ def test_without_the_check_encoders_weights_the_count_comes_from_the_embeddings(
         assert sum(_checks(text, step, v) for step in ("merge", "add", "split") for v in ("speaker", "same")) == 0
 
 
-def _diarized_with_checks(server, client, conv: Conversation) -> tuple[int, float, dict[tuple[str, str], float]]:
-    """One diarized transcription of ``conv``: the speakers found, its DER, and the count checks' verdicts
-    it added to /metrics, by (step, verdict)."""
+def _hard(seed: int, name: str) -> Conversation:
+    """The hard set's conversation ``name`` of ``seed``."""
+    return next(c for c in build_hard(load_pieces(DEV_DIR), seed) if c.name == name)
+
+
+def _found(server, client, conv: Conversation, speakers: int) -> dict[tuple[str, str], float]:
+    """One diarized transcription of ``conv``, which must find ``speakers`` speakers with DER under the
+    bound: the count checks' verdicts it added to /metrics, by (step, verdict)."""
     before = httpx.get(server.base_url + "/metrics", timeout=10).text
     result = client.audio.transcriptions.create(
         model="gpt-4o-transcribe-diarize", file=_file(conv), response_format="diarized_json"
     )
     after = httpx.get(server.base_url + "/metrics", timeout=10).text
-    checks = {
+    segments = [s.model_dump() for s in result.segments]
+    assert len({s["speaker"] for s in segments}) == speakers
+    assert der(conv, segments)["der"] <= DER_BOUND
+    return {
         (step, v): _checks(after, step, v) - _checks(before, step, v)
         for step in ("merge", "add", "split")
         for v in ("speaker", "same")
     }
-    segments = [s.model_dump() for s in result.segments]
-    return len({s["speaker"] for s in segments}), der(conv, segments)["der"], checks
 
 
 def _checks(metrics_text: str, step: str, verdict: str) -> float:
