@@ -139,8 +139,9 @@ def test_twenty_loads_and_unloads_leave_the_engine_as_large_as_it_was(
     hf_home: Path, tmp_path: Path, dev_set: list[Clip]
 ) -> None:
     """Two more names of tiny.en and room for one besides the default: each request loads its model and
-    unloads the other one. A model that stays alive after its unload grows the engine by its size (tiny.en:
-    about 70 MB) each time."""
+    unloads the other one. A model that stays alive after its unload grows the engine by its size each time,
+    twenty times that in all; the bound is one model's size, because the engine's resident memory can step
+    by tens of MB under a full suite's load without growing from cycle to cycle."""
     tiny_en_repo(hf_home / "hub", "Systran/faster-whisper-tiny.en-copy")
     names = ["Systran/faster-whisper-tiny.en", "Systran/faster-whisper-tiny.en-copy"]
     with running_server(
@@ -155,11 +156,12 @@ def test_twenty_loads_and_unloads_leave_the_engine_as_large_as_it_was(
                 page = httpx.get(srv.base_url + "/metrics").text
                 with contextlib.suppress(KeyError):  # not on the page before the engine's first stats of it
                     if metric(page, "voxlane_engine_model_loads_total", model=names[k % 2]) == k // 2 + 1:
+                        size[k] = metric(page, "voxlane_engine_model_memory_bytes", model=names[k % 2])
                         return metric(page, "voxlane_engine_process_resident_memory_bytes")
                 assert time.monotonic() < deadline, "the engine's stats did not show the load"
                 time.sleep(0.2)  # polls the stats
 
-        rss = {}
+        rss, size = {}, {}
         for k in range(24):  # each request loads its model, unloading the other one
             assert post(srv, "/v1/audio/transcriptions", clip(dev_set), model=names[k % 2]).status_code == 200
             if k in (3, 23):  # the first loads grow the heap to its working size
@@ -167,9 +169,11 @@ def test_twenty_loads_and_unloads_leave_the_engine_as_large_as_it_was(
         unloads = sum(metric(httpx.get(srv.base_url + "/metrics").text, "voxlane_engine_model_unloads_total",
                              model=name) for name in names)  # fmt: skip
     grown = rss[23] - rss[3]
-    print(f"engine resident memory over 20 loads and unloads: {rss[3] / 1e6:.0f} -> {rss[23] / 1e6:.0f} MB")
+    print(f"engine resident memory over 20 loads and unloads: {rss[3] / 1e6:.0f} -> {rss[23] / 1e6:.0f} MB"
+          f" (one model: {size[23] / 1e6:.0f} MB)")  # fmt: skip
     assert unloads >= 20
-    assert grown <= 50e6
+    assert size[23] > 0
+    assert grown <= size[23]
 
 
 def test_openai_names_work_through_the_openai_client(models_server: ServerProcess, dev_set: list[Clip]) -> None:
