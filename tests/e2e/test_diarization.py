@@ -206,6 +206,24 @@ def test_two_alike_voices_clustered_as_one_are_split_by_two_means(server, client
     assert checks[("split", "speaker")] == 1
 
 
+def test_speech_whose_words_whisper_skipped_is_read_again(client) -> None:
+    # The hard set's hard22 (seed 2): tiny.en read its first window's first segment from 0.0 s to 20.1 s,
+    # whose six words end at 3.6 s, over one speaker's three turns (11.9 s), and the continuation after the
+    # segment lost them (DER 23.2%). From the last word before the skipped speech they are read, in
+    # diarized_json and in verbose_json's words alike.
+    conv = _hard(2, "hard22-6spk")
+    result = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize", file=_file(conv), response_format="diarized_json"
+    )
+    segments = [s.model_dump() for s in result.segments]
+    assert "picture was rated acceptable" in " ".join(s["text"] for s in segments if s["end"] <= 17.0)
+    assert der(conv, segments)["der"] <= 0.15
+    verbose = client.audio.transcriptions.create(
+        model="whisper-1", file=_file(conv), response_format="verbose_json", timestamp_granularities=["word"]
+    )
+    assert any(w.word.strip() == "picture" and 3.6 <= w.start <= 8.9 for w in verbose.words or [])
+
+
 def test_without_the_check_encoders_weights_the_count_comes_from_the_embeddings(tmp_path: Path) -> None:
     # The engine warns and diarizes on: hard19's alike voices stay merged (3 of 5), and nothing is checked.
     from openai import OpenAI

@@ -295,7 +295,7 @@ class WhisperRunner:
                 and k not in r.looped
             ]
             if aligned:
-                align(
+                resumes = align(
                     self.decoder,
                     [r.work[k] for k in aligned],
                     [r.outputs[k].result for k in aligned],
@@ -303,6 +303,10 @@ class WhisperRunner:
                     [self.tokenizer(r.work[k].options.task, r.languages[k]) for k in aligned],
                     self.hf_tokenizer,
                 )
+                for k, resume_s in zip(aligned, resumes, strict=True):
+                    output = r.outputs[k]
+                    if resume_s is not None and (output.resume_s is None or resume_s < output.resume_s):
+                        output.resume_s = resume_s  # its words skipped speech: the segments after are cut
         return outputs
 
     def _output(self, work: WindowPass, language: str, decoded: Decoded) -> WindowOutput:

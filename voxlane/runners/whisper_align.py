@@ -17,6 +17,7 @@ from faster_whisper.transcribe import merge_punctuations
 
 from voxlane.messages import Segment, TokenLogprob, WindowResult, Word
 from voxlane.runners.base import WindowPass
+from voxlane.runners.whisper_segments import PlacedWord, cut_at_skipped_speech
 
 TOKENS_PER_SECOND = 50  # encoder frames per second (mel frames / 2)
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"
@@ -30,9 +31,12 @@ def align(
     encoded: ctranslate2.StorageView,
     toks: Sequence[Tokenizer],
     hf_tokenizer: tokenizers.Tokenizer,
-) -> None:
+) -> list[float | None]:
     """Add word timestamps and token log-probabilities to the segments of ``results``, for the windows of
-    ``batch`` that asked; ``toks`` holds each window's tokenizer (its task and language)."""
+    ``batch`` that asked; ``toks`` holds each window's tokenizer (its task and language). Returns, for each
+    window, where a continuation should start because its words skip speech (``cut_at_skipped_speech``),
+    or None."""
+    resumes: list[float | None] = [None] * len(batch)
     text_tokens = [[t for seg in r.segments for t in seg.tokens] for r in results]
     sot_sequences = [tok.sot_sequence for tok in toks]
     if all(seq == sot_sequences[0] for seq in sot_sequences):
@@ -50,7 +54,7 @@ def align(
             )[0]
             for i, w in enumerate(batch)
         ]
-    for work, result, tokens, alignment, tok in zip(batch, results, text_tokens, alignments, toks):
+    for i, (work, result, tokens, alignment, tok) in enumerate(zip(batch, results, text_tokens, alignments, toks)):
         if work.options.logprobs:
             add_logprobs(result.segments, alignment.text_token_probs, hf_tokenizer)
         if not work.options.word_timestamps:
@@ -58,15 +62,19 @@ def align(
         words = word_timings(tok, tokens, alignment, work.msg.offset_s, work.msg.duration_s)
         # Hand the words out to segments in order, by how many tokens each segment holds.
         cursor = 0
-        for seg in result.segments:
+        placed: list[PlacedWord] = []
+        for k, seg in enumerate(result.segments):
             seg_words, used = [], 0
             while cursor < len(words) and used < len(seg.tokens):
                 word, n_tokens = words[cursor]
+                used += n_tokens
                 if word.word:
                     seg_words.append(word)
-                used += n_tokens
+                    placed.append(PlacedWord(k, len(seg_words), used, word))
                 cursor += 1
             seg.words = seg_words
+        resumes[i] = cut_at_skipped_speech(work, result.segments, placed)
+    return resumes
 
 
 def word_timings(

@@ -5,14 +5,17 @@ closes its last segment and says end-of-text while seconds of speech remain, and
 Like faster-whisper's ``seek``, the runner then hands back the time of the last timestamp it trusts
 (``WindowOutput.resume_s``), and the engine decodes the rest of the window as a continuation pass.
 faster-whisper trusts a closed last segment and moves on; voxlane also continues after one when voice
-activity detection finds speech in the rest of the window.
+activity detection finds speech in the rest of the window, and, where words are aligned, from the last word
+before speech that its words skip (``cut_at_skipped_speech``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from faster_whisper.tokenizer import Tokenizer
 
-from voxlane.messages import Segment, WindowRequest
+from voxlane.messages import Segment, WindowRequest, Word
 from voxlane.runners.base import WindowPass
 from voxlane.runners.whisper_decode import NO_SPEECH_THRESHOLD, Decoded
 
@@ -105,6 +108,54 @@ def pass_segments(
     return segments, resume_s
 
 
+@dataclass(frozen=True)
+class PlacedWord:
+    """A window's word as handed out to its segment."""
+
+    segment: int
+    """The segment's index in the window's segments."""
+    count: int
+    """The segment's words up to and including this one."""
+    tokens: int
+    """The segment's tokens up to and including this word's."""
+    word: Word
+
+
+def cut_at_skipped_speech(work: WindowPass, segments: list[Segment], placed: list[PlacedWord]) -> float | None:
+    """Where the window's words skip speech: the end of the first word (seconds into the window) after which
+    the next word, or for the last word the end of its segment, comes MIN_RESUME_S or more later with at
+    least MIN_SPEECH_AFTER_S of speech between; None where none does, or voice activity detection did not
+    run.
+
+    ``segments`` are cut there in place: the words after it and the segments after them are dropped, and the
+    continuation reads them again. A segment's own times hide such a skip: in a six-speaker conversation
+    tiny.en read one segment from 0.0 s to 20.1 s of its window whose six words end at 3.6 s, and said
+    end-of-text; the continuation after the segment started at 20.1 s, and one speaker's three turns
+    between were lost."""
+    offset = work.msg.offset_s
+    for i, before in enumerate(placed):
+        end_s = before.word.end - offset
+        # The last word is followed by the end of its segment: the decode says it read up to there.
+        after = placed[i + 1].word.start if i + 1 < len(placed) else segments[before.segment].end
+        next_s = after - offset
+        if next_s - end_s < MIN_RESUME_S or not may_continue(work, end_s):
+            continue
+        speech = speech_seconds(work.msg, end_s, next_s)
+        if speech is None or speech < MIN_SPEECH_AFTER_S:
+            continue
+        seg = segments[before.segment]
+        if seg.words is not None and before.count < len(seg.words):
+            seg.words = seg.words[: before.count]
+            seg.tokens = seg.tokens[: before.tokens]
+            seg.text = "".join(w.word for w in seg.words)
+            if seg.logprobs is not None:
+                seg.logprobs = seg.logprobs[: before.tokens]
+        seg.end = max(seg.start, before.word.end)
+        del segments[before.segment + 1 :]
+        return end_s
+    return None
+
+
 def no_speech_threshold(work: WindowPass) -> float:
     """Above this no-speech probability a pass yields nothing, whatever its log-probability.
 
@@ -130,12 +181,13 @@ def speech_after(msg: WindowRequest, start_s: float) -> bool:
     return speech is None or speech >= MIN_SPEECH_AFTER_S
 
 
-def speech_seconds(msg: WindowRequest, start_s: float = 0.0) -> float | None:
-    """Seconds of speech voice activity detection found in the window after ``start_s`` (seconds into it);
-    None when it did not run."""
+def speech_seconds(msg: WindowRequest, start_s: float = 0.0, end_s: float | None = None) -> float | None:
+    """Seconds of speech voice activity detection found in the window between ``start_s`` and ``end_s``
+    (seconds into it; the window's end by default); None when it did not run."""
     if msg.speech is None:
         return None
-    start, end = msg.offset_s + start_s, msg.offset_s + msg.duration_s
+    start = msg.offset_s + start_s
+    end = msg.offset_s + (msg.duration_s if end_s is None else end_s)
     return sum(max(0.0, min(end, b) - max(start, a)) for a, b in msg.speech)
 
 
