@@ -106,6 +106,7 @@ def test_a_skip_between_words_of_one_segment_cuts_the_segment_at_the_word_before
     ("speech", "passes"),
     [
         ([(0.0, 2.2), (7.7, 9.2)], 0),  # a pause between the words: 0.5 s of padding, no word skipped
+        ([(0.0, 2.2), (4.0, 5.2), (7.7, 9.2)], 0),  # 1.7 s: one short sound and the padding, no words
         (None, 0),  # VAD did not run: nothing says the pause holds speech
         ([(0.0, 9.2)], MAX_PASSES - 1),  # the window's last pass: no continuation left to read it
     ],

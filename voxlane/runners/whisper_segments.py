@@ -37,6 +37,11 @@ MIN_SPEECH_AFTER_S = 1.0
 audio/vad.window_speech) after the last closed segment that makes a continuation worth its cost. On the
 dev set the continuations that found lost sentences had 2.1-5.3 s of it by energy (2.5-4.3 s by Silero);
 those that found nothing, or "Thank you.", 0-0.54 s (0-0.53 s)."""
+MIN_SKIPPED_SPEECH_S = 2.0
+"""Speech (as for MIN_SPEECH_AFTER_S) between two words, 1 s or more apart, that the decode is taken to have
+skipped. A single short sound reads as its length plus 0.6 s of padding: at 1 s, 15 cuts on the dev set
+and the hard diarization set held 1.0-1.23 s, and re-read a word at most (the dev set's 6 changed no word);
+the two that read lost turns held 2.2 and 8.2 s."""
 
 
 def pass_segments(
@@ -124,8 +129,8 @@ class PlacedWord:
 def cut_at_skipped_speech(work: WindowPass, segments: list[Segment], placed: list[PlacedWord]) -> float | None:
     """Where the window's words skip speech: the end of the first word (seconds into the window) after which
     the next word, or for the last word the end of its segment, comes MIN_RESUME_S or more later with at
-    least MIN_SPEECH_AFTER_S of speech between; None where none does, or voice activity detection did not
-    run.
+    least MIN_SKIPPED_SPEECH_S of speech between; None where none does, or voice activity detection did
+    not run.
 
     ``segments`` are cut there in place: the words after it and the segments after them are dropped, and the
     continuation reads them again. A segment's own times hide such a skip: in a six-speaker conversation
@@ -141,7 +146,7 @@ def cut_at_skipped_speech(work: WindowPass, segments: list[Segment], placed: lis
         if next_s - end_s < MIN_RESUME_S or not may_continue(work, end_s):
             continue
         speech = speech_seconds(work.msg, end_s, next_s)
-        if speech is None or speech < MIN_SPEECH_AFTER_S:
+        if speech is None or speech < MIN_SKIPPED_SPEECH_S:
             continue
         seg = segments[before.segment]
         if seg.words is not None and before.count < len(seg.words):
