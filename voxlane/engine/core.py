@@ -6,9 +6,10 @@ starts what the scheduler makes due while a worker is free, and returns the resu
 finished since the last call. The process loop (proc.py) wakes on new input, on a finished batch
 (``on_batch_done``) or at the scheduler's next deadline.
 
-A window whose decode stopped early comes back from the runner with ``resume_s``: ``_collect`` queues its
-continuation (the rest of the window, carrying the segments so far) with the scheduler, where it is due at
-once and shares batches with other requests' windows, and sends the window's result after its last pass.
+A window whose decode stopped early, or whose words skipped speech, comes back from the runner with
+``resume_s``: ``_collect`` queues its continuation (the rest of the window, carrying the segments so far) with
+the scheduler, where it is due at once and shares batches with other requests' windows, and sends the window's
+result after its last pass.
 
 Several Whisper models: each window names its model (``WindowRequest.model``, "" for the
 default). A window of a model that is not loaded waits beside the scheduler while ``ModelPool``

@@ -71,7 +71,7 @@ class Metrics:
         )
         self.continuations = Counter(
             "voxlane_continuation_passes",
-            "Extra decode passes over windows whose decode stopped early.",
+            "Extra decode passes over windows whose decode stopped early or skipped speech.",
             registry=registry,
         )
         self.audio_transfers = Counter(
