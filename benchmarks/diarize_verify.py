@@ -2,10 +2,12 @@
 (benchmarks/diarize_rescore.py ``capture``, whose inputs are the clustering's) clustered twice, by the count
 step's rule on GE2E's centroids (the server with ``--speaker-check-model none``) and by the count check (the
 server's default: voxlane/speakers/diarize.py ``merge_candidates``, ``count_candidate`` then
-``split_candidates``, each stretch embedded whole by CAM++ here instead of in the engine, each heard once).
-``--min-s``, ``--max-s``, ``--different``, ``--same``, ``--nearest``, ``--merge-under`` and
-``--split-similarity`` replace CHECK_MIN_S, CHECK_MAX_S, CHECK_DIFFERENT, CHECK_SAME, CHECK_NEAREST,
-MERGE_UNDER_S and SPLIT_SIMILARITY. Prints, per captured set, both ways' mean DER, worst, count right, a
+``split_candidates`` with ``split_by_voice``, each stretch embedded whole by CAM++ here instead of in the
+engine, each heard once).
+``--min-s``, ``--max-s``, ``--different``, ``--same``, ``--nearest``, ``--merge-under``,
+``--split-similarity``, ``--two-means-similarity`` and ``--regions-different`` replace CHECK_MIN_S,
+CHECK_MAX_S, CHECK_DIFFERENT, CHECK_SAME, CHECK_NEAREST, MERGE_UNDER_S, SPLIT_SIMILARITY,
+TWO_MEANS_SIMILARITY and SPLIT_REGIONS_DIFFERENT. Prints, per captured set, both ways' mean DER, worst, count right, a
 paired 95% bootstrap interval, and the CAM++ audio seconds and CPU.
 
     python benchmarks/diarize_verify.py hard1.pkl hard0.pkl hard2.pkl default0.pkl --dev-dir DEV
@@ -85,7 +87,16 @@ def diarize(v: Verifier, inputs: list) -> list[D.SpeakerSegment]:
         centroids = candidate.centroids
     if count.high is None or len(centroids) < count.high:
         splits = D.split_candidates(embeddings, regions, threshold, merge, weights, centroids)
-        two = [c for c in splits if v.two_voices(*c.stretches)]
+        two = []
+        for c in splits:
+            cos = v.cosine(*c.stretches)
+            if cos < D.CHECK_SAME:
+                heard = v.hear([[regions[i]] for i in c.members] + list(c.stretches))
+                members = [heard[(regions[i],)] for i in c.members]
+                ends = (heard[tuple(c.stretches[0])], heard[tuple(c.stretches[1])])
+                c, sounds = D.split_by_voice(c, members, ends, embeddings, weights, regions)
+                if cos < D.CHECK_DIFFERENT or sounds < D.SPLIT_REGIONS_DIFFERENT:
+                    two.append(c)
         room = len(regions) if count.high is None else count.high - len(centroids)
         centroids = D.split(centroids, two[:room])
     return D.segments_of(words, regions, embeddings, centroids, references, known, min_turn_s)
@@ -137,10 +148,13 @@ def main() -> None:
     parser.add_argument("--nearest", type=int, default=D.CHECK_NEAREST)
     parser.add_argument("--merge-under", type=float, default=D.MERGE_UNDER_S, help="0: no merge step")
     parser.add_argument("--split-similarity", type=float, default=D.SPLIT_SIMILARITY)
+    parser.add_argument("--two-means-similarity", type=float, default=D.TWO_MEANS_SIMILARITY)
+    parser.add_argument("--regions-different", type=float, default=D.SPLIT_REGIONS_DIFFERENT, help="0: never")
     parser.add_argument("--verbose", action="store_true", help="each conversation's DER (count found)")
     args = parser.parse_args()
     D.CHECK_MIN_S, D.CHECK_MAX_S, D.CHECK_DIFFERENT = args.min_s, args.max_s, args.different
     D.SPLIT_SIMILARITY = args.split_similarity
+    D.TWO_MEANS_SIMILARITY, D.SPLIT_REGIONS_DIFFERENT = args.two_means_similarity, args.regions_different
     D.CHECK_SAME, D.CHECK_NEAREST, D.MERGE_UNDER_S = args.same, args.nearest, args.merge_under
     v = Verifier()
     for path in args.captured:

@@ -14,10 +14,12 @@ import pytest
 from voxlane.speakers.diarize import (
     MAX_POINTS,
     MIN_POINTS,
+    SPLIT_REGIONS_DIFFERENT,
     SPLIT_SIMILARITY,
     TWO_MEANS_SIMILARITY,
     Region,
     SpeakerCount,
+    SplitCandidate,
     TimedWord,
     cluster,
     count_candidate,
@@ -28,6 +30,7 @@ from voxlane.speakers.diarize import (
     merge_speakers,
     speaker_segments,
     split,
+    split_by_voice,
     split_candidates,
 )
 
@@ -453,3 +456,27 @@ def test_a_speaker_whose_clustering_cut_splits_off_a_stray_region_is_cut_by_two_
     halves = {tuple(int(r.start) % 2 for r in stretch) for stretch in candidate.stretches}
     assert halves == {(0, 0, 0, 0), (1, 1, 1, 1)}  # C's regions start at even seconds, D's at odd
     assert SPLIT_SIMILARITY <= float(candidate.halves[0] @ candidate.halves[1]) < TWO_MEANS_SIMILARITY
+
+
+def test_a_split_is_redrawn_by_how_each_region_sounds() -> None:
+    # C and D (0.6 alike) given as one speaker, a candidate whose halves mix them; the check encoder hears
+    # each region nearer its own voice's stretch, so the halves become C's regions and D's, and the two
+    # groups' vectors meet where the voices do.
+    embeddings, regions, weights, centroids = _two_in_one(0.6)
+    rng = np.random.default_rng(3)
+    sound_c, sound_d = voices(2, rng)
+    members = tuple(range(10, 22))
+    mixed = np.stack([embeddings[10:16].sum(axis=0), embeddings[16:22].sum(axis=0)])
+    candidate = SplitCandidate(1, mixed / np.linalg.norm(mixed, axis=1, keepdims=True), ([], []), members)
+    heard = [regions_of(sound_c if i % 2 == 0 else sound_d, 1, 0.1, rng)[0] for i in members]
+    redrawn, sounds = split_by_voice(candidate, heard, (sound_c, sound_d), embeddings, weights, regions)
+    c = embeddings[10:22:2].sum(axis=0)
+    d = embeddings[11:22:2].sum(axis=0)
+    assert np.allclose(redrawn.halves, np.stack([c / np.linalg.norm(c), d / np.linalg.norm(d)]))
+    assert (redrawn.speaker, redrawn.members) == (1, members)
+    assert sounds == pytest.approx(float(sound_c @ sound_d), abs=0.1)
+    assert sounds < SPLIT_REGIONS_DIFFERENT
+    # Every region nearer one stretch: one voice, the candidate as it was.
+    same = [regions_of(sound_c, 1, 0.1, rng)[0] for _ in members]
+    kept, sounds = split_by_voice(candidate, same, (sound_c, sound_d), embeddings, weights, regions)
+    assert kept is candidate and sounds == 1.0

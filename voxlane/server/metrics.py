@@ -98,8 +98,9 @@ class Metrics:
             "voxlane_speaker_count_checks",
             "Candidate speakers that diarization had the check encoder hear (--speaker-check-model), by step: "
             "'merge' (a speaker with little speech, against its nearest speakers), 'add' (the count step's next "
-            "speaker) or 'split' (a speaker's two halves), and by verdict: 'speaker' (kept apart) or 'same' (one "
-            "voice: merged, or not added or split).",
+            "speaker), 'split' (a speaker's two halves) or 'regions' (a split its halves' speech left unsure, "
+            "decided by each of the speaker's regions heard alone), and by verdict: 'speaker' (kept apart) or "
+            "'same' (one voice: merged, or not added or split).",
             ["step", "verdict"],
             registry=registry,
         )

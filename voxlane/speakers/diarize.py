@@ -70,18 +70,23 @@ CHECK_SAME = 0.55
 """The merge step's verdict: joined speech of two speakers at this cosine or over is one voice. CAM++ on 4 s
 of one of the hard set's voices against 4 s of another: 0.54 at most; against 4 s more of the same voice:
 0.56 at least (benchmarks/diarize_check_lengths.py, docs/diarization.md)."""
-TWO_MEANS_SIMILARITY = 0.82
+TWO_MEANS_SIMILARITY = 0.84
 """Where the clustering's cut at two gives no halves to hear (it splits one voice's stray part off the rest,
 or its halves meet at SPLIT_SIMILARITY or over), the speaker is cut by two-means (:func:`_two_means`), and
 heard where those halves meet under this: two alike voices clustered as one are often apart region by region
 (each of seed 5's hard03 regions nearer its own voice's centroid, 30 of 30) while the clustering's cut
 follows a stray part. One voice's two-means halves meet at 0.86 (median; 5th to 95th percentile 0.75-0.92)
-on the clusterings of seeds 0-3 (docs/diarization.md)."""
+on the clusterings of seeds 0-3; two voices' at up to 0.835 on the hard set (docs/diarization.md)."""
 SPLIT_SIMILARITY = 0.75
 """Once the count step ends, each speaker is cut in two by the clustering; where the halves' centroids meet
 under this, the count check hears the halves (:func:`split_candidates`). Two alike voices clustered as one
 split at 0.63-0.73 on the hard and default sets; one voice's halves meet at 0.68-0.95 (median 0.81), so
 about one speaker in ten is heard (docs/diarization.md)."""
+SPLIT_REGIONS_DIFFERENT = 0.6
+"""A split whose stretches meet between CHECK_DIFFERENT and CHECK_SAME (CAM++ cannot tell on 4 s each) is
+decided by all its speaker's regions, each heard alone and put with the nearer stretch
+(:func:`split_by_voice`): two voices where those two groups' mean vectors meet under this. On the hard set's
+seven seeds, the splits of two voices in that band met at 0.50-0.56 and those of one voice at 0.65."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
@@ -303,6 +308,8 @@ class SplitCandidate:
     """The two halves' centroids."""
     stretches: tuple[list[Region], list[Region]]
     """Each half's regions most like its centroid, up to CHECK_MAX_S of speech."""
+    members: tuple[int, ...] = ()
+    """The speaker's regions (indices), each heard alone once the split is likely (:func:`split_by_voice`)."""
 
 
 def split_candidates(
@@ -355,7 +362,32 @@ def _halves(
         return None
     a = _typical(idx[sub == 0], embeddings, regions)
     b = _typical(idx[sub == 1], embeddings, regions)
-    return SplitCandidate(c, halves, (a, b)) if a is not None and b is not None else None
+    return SplitCandidate(c, halves, (a, b), tuple(idx.tolist())) if a is not None and b is not None else None
+
+
+def split_by_voice(
+    candidate: SplitCandidate,
+    heard: list[np.ndarray],
+    stretches: tuple[np.ndarray, np.ndarray],
+    embeddings: np.ndarray,
+    weights: np.ndarray,
+    regions: list[Region],
+) -> tuple[SplitCandidate, float]:
+    """(``candidate`` with its halves redrawn, how alike the halves sound): each of its speaker's regions
+    (``heard``: the check encoder's vector of each member alone) goes to the stretch it sounds nearer, the
+    halves' centroids are those two groups' (GE2E's cut of two alike voices mixes them; CAM++ hears each
+    region apart more often), and the cosine of the groups' mean check vectors, weighted by speech, is how
+    alike they sound over all their speech (1.0 when every region goes one way: one voice)."""
+    idx = np.asarray(candidate.members, dtype=np.int64)
+    vectors = np.asarray(heard)
+    side = vectors @ stretches[0] >= vectors @ stretches[1]
+    if side.all() or not side.any():
+        return candidate, 1.0
+    speech = np.array([regions[i].end - regions[i].start for i in idx])
+    sounds = [_normalise((vectors[s] * speech[s, None]).sum(axis=0)) for s in (side, ~side)]
+    halves = np.stack([_normalise((embeddings[idx[s]] * weights[idx[s], None]).sum(axis=0)) for s in (side, ~side)])
+    redrawn = SplitCandidate(candidate.speaker, halves, candidate.stretches, candidate.members)
+    return redrawn, float(sounds[0] @ sounds[1])
 
 
 def _two_means(points: np.ndarray, weights: np.ndarray, rounds: int = 10) -> np.ndarray:
