@@ -15,6 +15,7 @@ from voxlane.speakers.diarize import (
     MAX_POINTS,
     MIN_POINTS,
     SPLIT_REGIONS_DIFFERENT,
+    SPLIT_REGIONS_MAX_S,
     SPLIT_SIMILARITY,
     TWO_MEANS_SIMILARITY,
     Region,
@@ -462,7 +463,7 @@ def test_a_split_is_redrawn_by_how_each_region_sounds() -> None:
     # C and D (0.6 alike) given as one speaker, a candidate whose halves mix them; the check encoder hears
     # each region nearer its own voice's stretch, so the halves become C's regions and D's, and the two
     # groups' vectors meet where the voices do.
-    embeddings, regions, weights, centroids = _two_in_one(0.6)
+    embeddings, regions, weights, _ = _two_in_one(0.6)
     rng = np.random.default_rng(3)
     sound_c, sound_d = voices(2, rng)
     members = tuple(range(10, 22))
@@ -480,3 +481,21 @@ def test_a_split_is_redrawn_by_how_each_region_sounds() -> None:
     same = [regions_of(sound_c, 1, 0.1, rng)[0] for _ in members]
     kept, sounds = split_by_voice(candidate, same, (sound_c, sound_d), embeddings, weights, regions)
     assert kept is candidate and sounds == 1.0
+
+
+def test_a_long_speakers_regions_heard_for_a_split_are_about_a_minute_from_all_over() -> None:
+    # C and D alternating over 200 regions of 1 s (the test above's voices, 0.6 alike): the split's regions
+    # to hear alone are every 4th, 50 s from the first region to the last, not 200 s.
+    rng = np.random.default_rng(4)
+    a, c, other = voices(3, rng)
+    d = toward(c, other, 0.6)
+    embeddings = np.concatenate([regions_of(a, 10, 0.1, rng), *[regions_of(v, 1, 0.1, rng) for v in [c, d] * 100]])
+    regions = [Region(float(i), i + 1.0) for i in range(210)]
+    centroids = np.stack([embeddings[:10].sum(axis=0), embeddings[10:].sum(axis=0)])
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    (candidate,) = split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, np.full(210, 2.0), centroids)
+    assert candidate.members == tuple(range(10, 210, 4))
+    assert sum(regions[i].end - regions[i].start for i in candidate.members) <= SPLIT_REGIONS_MAX_S
+    embeddings, regions, weights, centroids = _two_in_one(0.6)
+    (whole,) = split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
+    assert whole.members == tuple(range(10, 22))  # 12 s: every region

@@ -87,6 +87,9 @@ SPLIT_REGIONS_DIFFERENT = 0.6
 decided by all its speaker's regions, each heard alone and put with the nearer stretch
 (:func:`split_by_voice`): two voices where those two groups' mean vectors meet under this. On the hard set's
 seven seeds, the splits of two voices in that band met at 0.50-0.56 and those of one voice at 0.65."""
+SPLIT_REGIONS_MAX_S = 60.0
+"""The regions of a split's speaker heard alone are about this much speech at most, every k-th of them, so
+that a long file's speaker of many minutes costs the check encoder about a minute (0.9 s of one core)."""
 MAX_GAP_S = 1.0
 """A pause this long between two words of one speaker ends a segment (as one between two transcript segments)."""
 MIN_TURN_S = 1.0
@@ -309,7 +312,8 @@ class SplitCandidate:
     stretches: tuple[list[Region], list[Region]]
     """Each half's regions most like its centroid, up to CHECK_MAX_S of speech."""
     members: tuple[int, ...] = ()
-    """The speaker's regions (indices), each heard alone once the split is likely (:func:`split_by_voice`)."""
+    """The speaker's regions (indices; every k-th past SPLIT_REGIONS_MAX_S of speech), each heard alone once
+    the split is likely (:func:`split_by_voice`)."""
 
 
 def split_candidates(
@@ -362,7 +366,16 @@ def _halves(
         return None
     a = _typical(idx[sub == 0], embeddings, regions)
     b = _typical(idx[sub == 1], embeddings, regions)
-    return SplitCandidate(c, halves, (a, b), tuple(idx.tolist())) if a is not None and b is not None else None
+    if a is None or b is None:
+        return None
+    return SplitCandidate(c, halves, (a, b), tuple(_spread(idx, regions, SPLIT_REGIONS_MAX_S).tolist()))
+
+
+def _spread(idx: np.ndarray, regions: list[Region], max_s: float) -> np.ndarray:
+    """``idx`` whole when its regions hold ``max_s`` of speech or less, else every k-th of them: about that
+    much, from all over the conversation."""
+    total = sum(regions[i].end - regions[i].start for i in idx)
+    return idx if total <= max_s else idx[:: math.ceil(total / max_s)]
 
 
 def split_by_voice(
