@@ -2,7 +2,7 @@
 (benchmarks/diarize_rescore.py ``capture``, whose inputs are the clustering's) clustered twice, by the count
 step's rule on GE2E's centroids (the server with ``--speaker-check-model none``) and by the count check (the
 server's default: voxlane/speakers/diarize.py ``merge_candidates``, ``count_candidate`` then
-``split_candidates`` with ``split_by_voice``, each stretch embedded whole by CAM++ here instead of in the
+``split_candidates`` with ``sounds_apart``, each stretch embedded whole by CAM++ here instead of in the
 engine, each heard once).
 ``--min-s``, ``--max-s``, ``--different``, ``--same``, ``--nearest``, ``--merge-under``,
 ``--split-similarity``, ``--two-means-similarity`` and ``--regions-different`` replace CHECK_MIN_S,
@@ -90,13 +90,14 @@ def diarize(v: Verifier, inputs: list) -> list[D.SpeakerSegment]:
         two = []
         for c in splits:
             cos = v.cosine(*c.stretches)
-            if cos < D.CHECK_SAME:
+            if D.CHECK_DIFFERENT <= cos < D.CHECK_SAME:
                 heard = v.hear([[regions[i]] for i in c.members] + list(c.stretches))
                 members = [heard[(regions[i],)] for i in c.members]
                 ends = (heard[tuple(c.stretches[0])], heard[tuple(c.stretches[1])])
-                c, sounds = D.split_by_voice(c, members, ends, embeddings, weights, regions)
-                if cos < D.CHECK_DIFFERENT or sounds < D.SPLIT_REGIONS_DIFFERENT:
+                if D.sounds_apart(c, members, ends, regions) < D.SPLIT_REGIONS_DIFFERENT:
                     two.append(c)
+            elif cos < D.CHECK_DIFFERENT:
+                two.append(c)
         room = len(regions) if count.high is None else count.high - len(centroids)
         centroids = D.split(centroids, two[:room])
     return D.segments_of(words, regions, embeddings, centroids, references, known, min_turn_s)

@@ -29,9 +29,10 @@ from voxlane.speakers.diarize import (
     label_words,
     merge_candidates,
     merge_speakers,
+    redraw,
+    sounds_apart,
     speaker_segments,
     split,
-    split_by_voice,
     split_candidates,
 )
 
@@ -459,28 +460,38 @@ def test_a_speaker_whose_clustering_cut_splits_off_a_stray_region_is_cut_by_two_
     assert SPLIT_SIMILARITY <= float(candidate.halves[0] @ candidate.halves[1]) < TWO_MEANS_SIMILARITY
 
 
-def test_a_split_is_redrawn_by_how_each_region_sounds() -> None:
-    # C and D (0.6 alike) given as one speaker, a candidate whose halves mix them; the check encoder hears
-    # each region nearer its own voice's stretch, so the halves become C's regions and D's, and the two
-    # groups' vectors meet where the voices do.
+def test_a_splits_halves_are_redrawn_from_its_stretches() -> None:
+    # C and D (0.6 alike) given as one speaker and cut into halves that mix them; each half's stretch is
+    # one voice's most typical regions, so each region goes to its own voice's and the halves become C's
+    # and D's centroids.
     embeddings, regions, weights, _ = _two_in_one(0.6)
+    idx = np.arange(10, 22)
+    mixed = np.stack([embeddings[10:16].sum(axis=0), embeddings[16:22].sum(axis=0)])
+    mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
+    stretches = ([regions[i] for i in (10, 12, 14, 16)], [regions[i] for i in (11, 13, 15, 17)])
+    halves = redraw(idx, stretches, mixed, embeddings, weights, regions)
+    c = embeddings[10:22:2].sum(axis=0)
+    d = embeddings[11:22:2].sum(axis=0)
+    assert np.allclose(halves, np.stack([c / np.linalg.norm(c), d / np.linalg.norm(d)]))
+    # C's regions, one stretch C's and the other A's: every region goes to the first, and the halves stay.
+    one = ([regions[i] for i in (10, 12)], [regions[i] for i in (0, 1)])
+    assert redraw(np.arange(10, 22, 2), one, mixed, embeddings, weights, regions) is mixed
+
+
+def test_how_alike_a_splits_halves_sound_over_all_their_regions() -> None:
+    # Each region heard alone, nearer its own voice's stretch: the two groups' vectors meet where the voices
+    # do; every region nearer one stretch: one voice (1.0).
+    _, regions, _, _ = _two_in_one(0.6)
     rng = np.random.default_rng(3)
     sound_c, sound_d = voices(2, rng)
     members = tuple(range(10, 22))
-    mixed = np.stack([embeddings[10:16].sum(axis=0), embeddings[16:22].sum(axis=0)])
-    candidate = SplitCandidate(1, mixed / np.linalg.norm(mixed, axis=1, keepdims=True), ([], []), members)
+    candidate = SplitCandidate(1, np.zeros((2, DIM)), ([], []), members)
     heard = [regions_of(sound_c if i % 2 == 0 else sound_d, 1, 0.1, rng)[0] for i in members]
-    redrawn, sounds = split_by_voice(candidate, heard, (sound_c, sound_d), embeddings, weights, regions)
-    c = embeddings[10:22:2].sum(axis=0)
-    d = embeddings[11:22:2].sum(axis=0)
-    assert np.allclose(redrawn.halves, np.stack([c / np.linalg.norm(c), d / np.linalg.norm(d)]))
-    assert (redrawn.speaker, redrawn.members) == (1, members)
+    sounds = sounds_apart(candidate, heard, (sound_c, sound_d), regions)
     assert sounds == pytest.approx(float(sound_c @ sound_d), abs=0.1)
     assert sounds < SPLIT_REGIONS_DIFFERENT
-    # Every region nearer one stretch: one voice, the candidate as it was.
     same = [regions_of(sound_c, 1, 0.1, rng)[0] for _ in members]
-    kept, sounds = split_by_voice(candidate, same, (sound_c, sound_d), embeddings, weights, regions)
-    assert kept is candidate and sounds == 1.0
+    assert sounds_apart(candidate, same, (sound_c, sound_d), regions) == 1.0
 
 
 def test_a_long_speakers_regions_heard_for_a_split_are_about_a_minute_from_all_over() -> None:

@@ -43,8 +43,8 @@ from voxlane.speakers.diarize import (
     merge_candidates,
     merge_speakers,
     segments_of,
+    sounds_apart,
     split,
-    split_by_voice,
     split_candidates,
 )
 from voxlane.speakers.features import SAMPLE_RATE, stretch_features
@@ -265,18 +265,16 @@ async def speaker_segments(state: AppState, diarization: Diarization, segments: 
         splits = await run("audio", split_candidates, embeddings, regions, threshold, merge, weights, centroids)
         await _hear(state, diarization, heard, [s for c in splits for s in c.stretches])  # one message for all
         apart = [await cosine(*c.stretches) for c in splits]
-        likely = [c for c, cos in zip(splits, apart) if cos < CHECK_SAME]
-        await _hear(state, diarization, heard, [[regions[i]] for c in likely for i in c.members])
+        unsure = [c for c, cos in zip(splits, apart) if CHECK_DIFFERENT <= cos < CHECK_SAME]
+        await _hear(state, diarization, heard, [[regions[i]] for c in unsure for i in c.members])
         kept = []
         for c, cos in zip(splits, apart):
-            two = False
-            if cos < CHECK_SAME:
+            two = cos < CHECK_DIFFERENT
+            if CHECK_DIFFERENT <= cos < CHECK_SAME:
                 members = [heard[(regions[i],)] for i in c.members]
                 ends = (heard[tuple(c.stretches[0])], heard[tuple(c.stretches[1])])
-                c, sounds = await run("audio", split_by_voice, c, members, ends, embeddings, weights, regions)
-                two = cos < CHECK_DIFFERENT or sounds < SPLIT_REGIONS_DIFFERENT
-                if cos >= CHECK_DIFFERENT:
-                    state.metrics.speaker_checks.labels("regions", "speaker" if two else "same").inc()
+                two = await run("audio", sounds_apart, c, members, ends, regions) < SPLIT_REGIONS_DIFFERENT
+                state.metrics.speaker_checks.labels("regions", "speaker" if two else "same").inc()
             state.metrics.speaker_checks.labels("split", "speaker" if two else "same").inc()
             if two:
                 kept.append(c)

@@ -85,7 +85,7 @@ about one speaker in ten is heard (docs/diarization.md)."""
 SPLIT_REGIONS_DIFFERENT = 0.6
 """A split whose stretches meet between CHECK_DIFFERENT and CHECK_SAME (CAM++ cannot tell on 4 s each) is
 decided by all its speaker's regions, each heard alone and put with the nearer stretch
-(:func:`split_by_voice`): two voices where those two groups' mean vectors meet under this. On the hard set's
+(:func:`sounds_apart`): two voices where those two groups' mean vectors meet under this. On the hard set's
 seven seeds, the splits of two voices in that band met at 0.50-0.56 and those of one voice at 0.65."""
 SPLIT_REGIONS_MAX_S = 60.0
 """The regions of a split's speaker heard alone are about this much speech at most, every k-th of them, so
@@ -312,8 +312,8 @@ class SplitCandidate:
     stretches: tuple[list[Region], list[Region]]
     """Each half's regions most like its centroid, up to CHECK_MAX_S of speech."""
     members: tuple[int, ...] = ()
-    """The speaker's regions (indices; every k-th past SPLIT_REGIONS_MAX_S of speech), each heard alone once
-    the split is likely (:func:`split_by_voice`)."""
+    """The speaker's regions (indices; every k-th past SPLIT_REGIONS_MAX_S of speech), each heard alone when
+    the stretches leave the split unsure (:func:`sounds_apart`)."""
 
 
 def split_candidates(
@@ -337,7 +337,7 @@ def split_candidates(
         sub, halves = _cluster(
             embeddings[idx], threshold, merge_threshold, MIN_POINTS, weights[idx], SpeakerCount(2, 2)
         )
-        candidate = _halves(c, idx, sub, halves, SPLIT_SIMILARITY, embeddings, regions)
+        candidate = _halves(c, idx, sub, halves, SPLIT_SIMILARITY, embeddings, weights, regions)
         if candidate is None and len(idx) >= 4:
             side = _two_means(embeddings[idx], weights[idx])
             if side.any() and not side.all():
@@ -345,7 +345,7 @@ def split_candidates(
                 halves = np.stack(
                     [_normalise((embeddings[idx] * weights[idx, None])[sub == h].sum(axis=0)) for h in (0, 1)]
                 )
-                candidate = _halves(c, idx, sub, halves, TWO_MEANS_SIMILARITY, embeddings, regions)
+                candidate = _halves(c, idx, sub, halves, TWO_MEANS_SIMILARITY, embeddings, weights, regions)
         if candidate is not None:
             out.append(candidate)
     return out
@@ -358,17 +358,39 @@ def _halves(
     halves: np.ndarray,
     gate: float,
     embeddings: np.ndarray,
+    weights: np.ndarray,
     regions: list[Region],
 ) -> SplitCandidate | None:
     """Speaker ``c`` cut in two (``sub``: each of its regions' half) as a candidate to hear: None when the
-    halves' centroids meet at ``gate`` or over, or one half has under CHECK_MIN_S of speech."""
+    halves' centroids meet at ``gate`` or over, or one half has under CHECK_MIN_S of speech. The candidate's
+    halves are redrawn from its stretches (:func:`redraw`)."""
     if len(halves) != 2 or float(halves[0] @ halves[1]) >= gate:
         return None
     a = _typical(idx[sub == 0], embeddings, regions)
     b = _typical(idx[sub == 1], embeddings, regions)
     if a is None or b is None:
         return None
-    return SplitCandidate(c, halves, (a, b), tuple(_spread(idx, regions, SPLIT_REGIONS_MAX_S).tolist()))
+    members = tuple(_spread(idx, regions, SPLIT_REGIONS_MAX_S).tolist())
+    return SplitCandidate(c, redraw(idx, (a, b), halves, embeddings, weights, regions), (a, b), members)
+
+
+def redraw(
+    idx: np.ndarray,
+    stretches: tuple[list[Region], list[Region]],
+    halves: np.ndarray,
+    embeddings: np.ndarray,
+    weights: np.ndarray,
+    regions: list[Region],
+) -> np.ndarray:
+    """The halves' centroids once each region of ``idx`` goes to the nearer of the two stretches' centroids
+    (``halves`` when all go to one): a cut of two alike voices mixes them (seed 2's hard21: 5.3 s of one
+    voice on the other's side), while each stretch is its half's most typical speech."""
+    at = {r: i for i, r in enumerate(regions)}
+    seeds = [_normalise(sum(embeddings[at[r]] * weights[at[r]] for r in stretch)) for stretch in stretches]
+    side = embeddings[idx] @ seeds[0] >= embeddings[idx] @ seeds[1]
+    if side.all() or not side.any():
+        return halves
+    return np.stack([_normalise((embeddings[idx[s]] * weights[idx[s], None]).sum(axis=0)) for s in (side, ~side)])
 
 
 def _spread(idx: np.ndarray, regions: list[Region], max_s: float) -> np.ndarray:
@@ -378,29 +400,19 @@ def _spread(idx: np.ndarray, regions: list[Region], max_s: float) -> np.ndarray:
     return idx if total <= max_s else idx[:: math.ceil(total / max_s)]
 
 
-def split_by_voice(
-    candidate: SplitCandidate,
-    heard: list[np.ndarray],
-    stretches: tuple[np.ndarray, np.ndarray],
-    embeddings: np.ndarray,
-    weights: np.ndarray,
-    regions: list[Region],
-) -> tuple[SplitCandidate, float]:
-    """(``candidate`` with its halves redrawn, how alike the halves sound): each of its speaker's regions
-    (``heard``: the check encoder's vector of each member alone) goes to the stretch it sounds nearer, the
-    halves' centroids are those two groups' (GE2E's cut of two alike voices mixes them; CAM++ hears each
-    region apart more often), and the cosine of the groups' mean check vectors, weighted by speech, is how
-    alike they sound over all their speech (1.0 when every region goes one way: one voice)."""
-    idx = np.asarray(candidate.members, dtype=np.int64)
+def sounds_apart(
+    candidate: SplitCandidate, heard: list[np.ndarray], stretches: tuple[np.ndarray, np.ndarray], regions: list[Region]
+) -> float:
+    """How alike a split's halves sound over all their speech: each of its members (``heard``: the check
+    encoder's vector of each alone) goes with the stretch (``stretches``: theirs) it sounds nearer, and the
+    two groups' mean vectors, weighted by speech, meet at this cosine (1.0 when all go one way: one voice)."""
     vectors = np.asarray(heard)
     side = vectors @ stretches[0] >= vectors @ stretches[1]
     if side.all() or not side.any():
-        return candidate, 1.0
-    speech = np.array([regions[i].end - regions[i].start for i in idx])
+        return 1.0
+    speech = np.array([regions[i].end - regions[i].start for i in candidate.members])
     sounds = [_normalise((vectors[s] * speech[s, None]).sum(axis=0)) for s in (side, ~side)]
-    halves = np.stack([_normalise((embeddings[idx[s]] * weights[idx[s], None]).sum(axis=0)) for s in (side, ~side)])
-    redrawn = SplitCandidate(candidate.speaker, halves, candidate.stretches, candidate.members)
-    return redrawn, float(sounds[0] @ sounds[1])
+    return float(sounds[0] @ sounds[1])
 
 
 def _two_means(points: np.ndarray, weights: np.ndarray, rounds: int = 10) -> np.ndarray:
