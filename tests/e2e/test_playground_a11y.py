@@ -215,6 +215,9 @@ def test_focus_outlines_meet_3_to_1_on_every_tab(
 
 
 def test_keyboard_alone_reaches_every_control_and_switches_tabs(server: ServerProcess, page: Page) -> None:
+    # Playwright asks the browser to intercept file choosers without waiting for an answer when the first
+    # listener is added; added here, long before the key press, the interception is on when the chooser opens.
+    page.on("filechooser", lambda chooser: None)
     open_tab(page, server, "transcribe")
     for n, tab in enumerate(TABS):
         # Tab reaches every control of the tab shown (and only the selected tab of the tab list), in document
@@ -251,6 +254,20 @@ def test_keyboard_alone_reaches_every_control_and_switches_tabs(server: ServerPr
     assert active_id(page) == "t-file"
     with page.expect_file_chooser():
         page.keyboard.press("Space")
+
+
+def test_a_model_button_keeps_the_focus_while_the_server_tab_polls(server: ServerProcess, page: Page) -> None:
+    # The Server tab asks for /v1/models once a second; the rows are rebuilt only when the list changes,
+    # so a keyboard user on a model's Load button stays there.
+    open_tab(page, server, "server")
+    button = '#m-table tr[data-model="whisper-base"] button'
+    page.wait_for_selector(button)
+    page.focus(button)
+    for _ in range(2):
+        with page.expect_response(lambda r: r.url.endswith("/v1/models")):
+            pass
+    page.evaluate("() => new Promise(requestAnimationFrame)")  # the answer's rows, if any, are in the page
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Load whisper-base"
 
 
 def test_speech_starts_and_stops_from_the_keyboard(server: ServerProcess, page: Page) -> None:

@@ -114,12 +114,17 @@ async function unload(model, button) {
 }
 
 let onModels = () => {};
+let shownModels = "";
 
 export async function refreshModels() {
   const response = await api("/v1/models");
   if (!response.ok) { $("m-status").textContent = await failure(response); return; }
   const models = (await response.json()).data;
   onModels(models);
+  // The tab polls once a second: rebuilding unchanged rows would take the keyboard focus off their buttons.
+  const listed = JSON.stringify(models);
+  if (listed === shownModels) return;
+  shownModels = listed;
   const aliases = new Map();
   for (const m of models) if (m.root && m.root !== m.id) aliases.set(m.root, [...(aliases.get(m.root) || []), m.id]);
   // GET /v1/models lists the default model (the first --model, never unloaded) first.
