@@ -86,7 +86,7 @@ SPLIT_REGIONS_DIFFERENT = 0.6
 """A split whose stretches meet between CHECK_DIFFERENT and CHECK_SAME (CAM++ cannot tell on 4 s each) is
 decided by all its speaker's regions, each heard alone and put with the nearer stretch
 (:func:`sounds_apart`): two voices where those two groups' mean vectors meet under this. On the hard set's
-seven seeds, the splits of two voices in that band met at 0.50-0.56 and those of one voice at 0.65."""
+seven seeds, the splits of two voices in that band met at 0.49-0.56 and those of one voice at 0.65."""
 SPLIT_REGIONS_MAX_S = 60.0
 """The regions of a split's speaker heard alone are about this much speech at most, every k-th of them, so
 that a long file's speaker of many minutes costs the check encoder about a minute (0.9 s of one core)."""
