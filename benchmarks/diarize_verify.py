@@ -90,7 +90,7 @@ def diarize(v: Verifier, inputs: list) -> list[D.SpeakerSegment]:
         two = []
         for c in splits:
             cos = v.cosine(*c.stretches)
-            if D.CHECK_DIFFERENT <= cos < D.CHECK_SAME:
+            if D.unsure(cos):
                 heard = v.hear([[regions[i]] for i in c.members] + list(c.stretches))
                 members = [heard[(regions[i],)] for i in c.members]
                 ends = (heard[tuple(c.stretches[0])], heard[tuple(c.stretches[1])])

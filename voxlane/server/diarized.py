@@ -46,6 +46,7 @@ from voxlane.speakers.diarize import (
     sounds_apart,
     split,
     split_candidates,
+    unsure,
 )
 from voxlane.speakers.features import SAMPLE_RATE, stretch_features
 from voxlane.speakers.references import reference_features
@@ -265,12 +266,12 @@ async def speaker_segments(state: AppState, diarization: Diarization, segments: 
         splits = await run("audio", split_candidates, embeddings, regions, threshold, merge, weights, centroids)
         await _hear(state, diarization, heard, [s for c in splits for s in c.stretches])  # one message for all
         apart = [await cosine(*c.stretches) for c in splits]
-        unsure = [c for c, cos in zip(splits, apart) if CHECK_DIFFERENT <= cos < CHECK_SAME]
-        await _hear(state, diarization, heard, [[regions[i]] for c in unsure for i in c.members])
+        to_hear = [c for c, cos in zip(splits, apart) if unsure(cos)]
+        await _hear(state, diarization, heard, [[regions[i]] for c in to_hear for i in c.members])
         kept = []
         for c, cos in zip(splits, apart):
             two = cos < CHECK_DIFFERENT
-            if CHECK_DIFFERENT <= cos < CHECK_SAME:
+            if unsure(cos):
                 members = [heard[(regions[i],)] for i in c.members]
                 ends = (heard[tuple(c.stretches[0])], heard[tuple(c.stretches[1])])
                 two = await run("audio", sounds_apart, c, members, ends, regions) < SPLIT_REGIONS_DIFFERENT

@@ -400,6 +400,12 @@ def _spread(idx: np.ndarray, regions: list[Region], max_s: float) -> np.ndarray:
     return idx if total <= max_s else idx[:: math.ceil(total / max_s)]
 
 
+def unsure(cosine: float) -> bool:
+    """Whether a split's two stretches meeting at ``cosine`` leave it to its regions heard alone
+    (:func:`sounds_apart`): between CHECK_DIFFERENT and CHECK_SAME."""
+    return CHECK_DIFFERENT <= cosine < CHECK_SAME
+
+
 def sounds_apart(
     candidate: SplitCandidate, heard: list[np.ndarray], stretches: tuple[np.ndarray, np.ndarray], regions: list[Region]
 ) -> float:
