@@ -246,6 +246,11 @@ def campplus_graph(enc: CampPlusEncoder) -> bytes:
 
     def affine(x: str, name: str, dims: int) -> str:
         scale, shift = bn[name]
+        if dims == 1:
+            # One pass over the dense blocks' growing activations instead of a Mul's and an Add's: 4% of the
+            # encoder's CPU. Mean 0 and variance 1 with epsilon 0 leave the scale and shift as they are.
+            stats = (const(np.zeros_like(scale)), const(np.ones_like(scale)))
+            return op("BatchNormalization", [x, const(scale), const(shift), *stats], epsilon=0.0)
         shape = (-1,) + (1,) * dims
         return op("Add", [op("Mul", [x, const(scale.reshape(shape))]), const(shift.reshape(shape))])
 
