@@ -71,7 +71,7 @@ def diarize(v: Verifier, inputs: list) -> list[D.SpeakerSegment]:
         into = next(
             (
                 (m.speaker, j)
-                for m in D.merge_candidates(embeddings, regions, centroids)
+                for m in D.merge_candidates(embeddings, regions, centroids, weights)
                 for j, n in m.nearest
                 if v.cosine(m.stretch, n) >= D.CHECK_SAME
             ),

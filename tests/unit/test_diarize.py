@@ -11,9 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from voxlane.speakers import diarize as diarize_module
 from voxlane.speakers.diarize import (
     MAX_POINTS,
+    MERGE_UNLIKE,
     MIN_POINTS,
+    SPLIT_ALIKE,
     SPLIT_REGIONS_DIFFERENT,
     SPLIT_REGIONS_MAX_S,
     SPLIT_SIMILARITY,
@@ -27,6 +30,7 @@ from voxlane.speakers.diarize import (
     diarize,
     first_clusters,
     label_words,
+    likeness,
     merge_candidates,
     merge_speakers,
     redraw,
@@ -390,13 +394,13 @@ def test_halves_more_alike_than_split_similarity_are_not_heard() -> None:
     assert split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids) == []
 
 
-def _stray_part(stray_s: float) -> tuple[np.ndarray, list[Region], np.ndarray]:
+def _stray_part(stray_s: float, alike: float = 0.6) -> tuple[np.ndarray, list[Region], np.ndarray]:
     """Voices A and B in 10 regions of 1 s each (2 partials), then 4 regions of ``stray_s`` s each (2
-    partials: enough to stay a cluster) of a voice 0.6 alike A's (not B's): the clustering keeps it
+    partials: enough to stay a cluster) of a voice ``alike`` A's (not B's): the clustering keeps it
     as a third speaker with little speech."""
     rng = np.random.default_rng(8)
     a, b, other = voices(3, rng)
-    stray = toward(a, other, 0.6)
+    stray = toward(a, other, alike)
     embeddings = np.concatenate(
         [regions_of(a, 10, 0.1, rng), regions_of(b, 10, 0.1, rng), regions_of(stray, 4, 0.02, rng)]
     )
@@ -406,13 +410,14 @@ def _stray_part(stray_s: float) -> tuple[np.ndarray, list[Region], np.ndarray]:
     return embeddings, regions, np.full(24, 2.0)
 
 
-def test_a_speaker_with_little_speech_is_heard_against_its_nearest_speakers_and_merged() -> None:
+def test_a_speaker_with_little_speech_is_heard_against_its_nearest_speakers_and_merged(monkeypatch) -> None:
+    monkeypatch.setattr(diarize_module, "MERGE_UNLIKE", -1.0)  # every nearest speaker alike enough to hear
     embeddings, regions, weights = _stray_part(1.5)
     _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
     assert len(centroids) == 3
     labels = np.argmax(embeddings @ centroids.T, axis=1)
     a, b, stray = labels[0], labels[10], labels[20]
-    (candidate,) = merge_candidates(embeddings, regions, centroids)  # A's and B's 10 s are not heard
+    (candidate,) = merge_candidates(embeddings, regions, centroids, weights)  # A's and B's 10 s are not heard
     assert candidate.speaker == stray
     assert sum(r.end - r.start for r in candidate.stretch) == pytest.approx(4.5)  # up to CHECK_MAX_S
     assert [j for j, _ in candidate.nearest] == [a, b]  # nearest first, each with its own typical 4 s
@@ -428,19 +433,32 @@ def test_a_speaker_with_little_speech_is_heard_against_its_nearest_speakers_and_
 def test_speakers_with_too_little_or_enough_speech_are_not_heard_for_a_merge() -> None:
     embeddings, regions, weights = _stray_part(0.6)  # 2.4 s < CHECK_MIN_S: too little to hear
     _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
-    assert len(centroids) == 3 and merge_candidates(embeddings, regions, centroids) == []
+    assert len(centroids) == 3 and merge_candidates(embeddings, regions, centroids, weights) == []
     embeddings, regions, weights = _stray_part(2.0)  # 8 s: MERGE_UNDER_S, a speaker of its own
-    assert merge_candidates(embeddings, regions, centroids) == []
+    assert merge_candidates(embeddings, regions, centroids, weights) == []
 
 
-def test_a_speaker_whose_clustering_cut_splits_off_a_stray_region_is_cut_by_two_means() -> None:
-    # C and D (0.78 alike) given as one speaker with one stray region of a voice 0.6 alike C's: the
-    # clustering's cut at two puts the stray region alone (1 s: too little to hear), so the speaker is cut
-    # by two-means, whose halves are C's and D's, meeting under TWO_MEANS_SIMILARITY (but over
-    # SPLIT_SIMILARITY, the clustering's gate).
+def test_a_merge_is_heard_only_against_speakers_alike_enough_to_be_its_voice() -> None:
+    # The stray part 0.6 alike A's: its stretch meets A's and B's under MERGE_UNLIKE by GE2E, where CAM++
+    # never heard one voice on the hard set, so it is not heard at all; 0.68 alike: heard against A's alone.
+    embeddings, regions, weights = _stray_part(1.5, alike=0.6)
+    _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
+    assert len(centroids) == 3 and merge_candidates(embeddings, regions, centroids, weights) == []
+    embeddings, regions, weights = _stray_part(1.5, alike=0.68)
+    _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
+    labels = np.argmax(embeddings @ centroids.T, axis=1)
+    (candidate,) = merge_candidates(embeddings, regions, centroids, weights)
+    assert candidate.speaker == labels[20] and [j for j, _ in candidate.nearest] == [labels[0]]
+    stretches = (candidate.stretch, candidate.nearest[0][1])
+    assert MERGE_UNLIKE <= likeness(stretches, embeddings, weights, regions) < 0.7
+
+
+def _c_and_d_with_a_stray(alike: float) -> tuple[np.ndarray, list[Region], np.ndarray, np.ndarray]:
+    """A in 10 regions, then C and D (``alike``) in turns as one speaker with one stray region of a voice 0.6
+    alike C's: (embeddings, regions, weights, the two speakers' centroids)."""
     rng = np.random.default_rng(4)
     a, c, other, far = voices(4, rng)
-    d = toward(c, other, 0.78)
+    d = toward(c, other, alike)
     stray = toward(c, far, 0.6)
     embeddings = np.concatenate(
         [
@@ -452,12 +470,31 @@ def test_a_speaker_whose_clustering_cut_splits_off_a_stray_region_is_cut_by_two_
     regions = [Region(float(i), i + 1.0) for i in range(23)]
     weights = np.full(23, 2.0)
     centroids = np.stack([embeddings[:10].sum(axis=0), embeddings[10:].sum(axis=0)])
-    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    return embeddings, regions, weights, centroids / np.linalg.norm(centroids, axis=1, keepdims=True)
+
+
+def test_a_speaker_whose_clustering_cut_splits_off_a_stray_region_is_cut_by_two_means() -> None:
+    # C and D (0.78 alike) given as one speaker with one stray region of a voice 0.6 alike C's: the
+    # clustering's cut at two puts the stray region alone (1 s: too little to hear), so the speaker is cut
+    # by two-means, whose halves are C's and D's, meeting under TWO_MEANS_SIMILARITY (but over
+    # SPLIT_SIMILARITY, the clustering's gate).
+    embeddings, regions, weights, centroids = _c_and_d_with_a_stray(0.78)
     (candidate,) = split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
     assert candidate.speaker == 1
     halves = {tuple(int(r.start) % 2 for r in stretch) for stretch in candidate.stretches}
     assert halves == {(0, 0, 0, 0), (1, 1, 1, 1)}  # C's regions start at even seconds, D's at odd
     assert SPLIT_SIMILARITY <= float(candidate.halves[0] @ candidate.halves[1]) < TWO_MEANS_SIMILARITY
+
+
+def test_a_split_whose_stretches_are_alike_is_not_heard(monkeypatch) -> None:
+    # C and D 0.83 alike: the two-means halves meet under TWO_MEANS_SIMILARITY, but their stretches meet at
+    # SPLIT_ALIKE or over by GE2E, where CAM++ heard one voice on every such split of the hard set.
+    embeddings, regions, weights, centroids = _c_and_d_with_a_stray(0.83)
+    assert split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids) == []
+    monkeypatch.setattr(diarize_module, "SPLIT_ALIKE", 1.01)
+    (candidate,) = split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids)
+    assert float(candidate.halves[0] @ candidate.halves[1]) < TWO_MEANS_SIMILARITY
+    assert likeness(candidate.stretches, embeddings, weights, regions) >= SPLIT_ALIKE
 
 
 def test_a_splits_halves_are_redrawn_from_its_stretches() -> None:

@@ -237,7 +237,7 @@ async def speaker_segments(state: AppState, diarization: Diarization, segments: 
 
     while len(centroids) > max(1, count.low):
         into = None
-        for m in await run("audio", merge_candidates, embeddings, regions, centroids):
+        for m in await run("audio", merge_candidates, embeddings, regions, centroids, weights):
             for j, stretch in m.nearest:  # nearest first: a stray part's voice is most often the nearest
                 if await cosine(m.stretch, stretch) >= CHECK_SAME:
                     into = (m.speaker, j)

@@ -87,6 +87,13 @@ SPLIT_REGIONS_DIFFERENT = 0.6
 decided by all its speaker's regions, each heard alone and put with the nearer stretch
 (:func:`sounds_apart`): two voices where those two groups' mean vectors meet under this. On the hard set's
 seven seeds, the splits of two voices in that band met at 0.49-0.56 and those of one voice at 0.65."""
+MERGE_UNLIKE = 0.65
+"""The merge step does not hear a speaker against a nearer one whose stretch meets its own under this by
+GE2E (:func:`likeness`): CAM++ would not hear one voice there. On seeds 0-6 of the hard set it put all 48 such
+pairs at 0.35 or under, CHECK_SAME 0.55 (docs/diarization.md)."""
+SPLIT_ALIKE = 0.8
+"""A split whose two stretches meet at this or over by GE2E (:func:`likeness`) is one voice, not heard: on
+seeds 0-6 of the hard set CAM++ put all 43 such at 0.61 or over, CHECK_SAME 0.55 (docs/diarization.md)."""
 SPLIT_REGIONS_MAX_S = 60.0
 """The regions of a split's speaker heard alone are about this much speech at most, every k-th of them, so
 that a long file's speaker of many minutes costs the check encoder about a minute (0.9 s of one core)."""
@@ -260,9 +267,12 @@ class MergeCandidate:
     """Its CHECK_NEAREST nearest speakers (rows), nearest first, each with its own most typical speech."""
 
 
-def merge_candidates(embeddings: np.ndarray, regions: list[Region], centroids: np.ndarray) -> list[MergeCandidate]:
+def merge_candidates(
+    embeddings: np.ndarray, regions: list[Region], centroids: np.ndarray, weights: np.ndarray
+) -> list[MergeCandidate]:
     """The speakers of ``centroids`` (each region to its nearest) with under MERGE_UNDER_S of speech but
-    CHECK_MIN_S or more, the fewest first, each with the speech of its nearest speakers."""
+    CHECK_MIN_S or more, the fewest first, each with the speech of its nearest speakers that it meets at
+    MERGE_UNLIKE or over (:func:`likeness`)."""
     if len(centroids) < 2:
         return []
     labels = np.argmax(embeddings @ centroids.T, axis=1)
@@ -272,8 +282,14 @@ def merge_candidates(embeddings: np.ndarray, regions: list[Region], centroids: n
         if speech[k] >= MERGE_UNDER_S:
             break
         mine = _typical(np.flatnonzero(labels == k), embeddings, regions)
-        nearest = _nearest(int(k), labels, centroids, embeddings, regions)
-        if mine is not None and nearest:
+        if mine is None:
+            continue
+        nearest = [
+            (j, stretch)
+            for j, stretch in _nearest(int(k), labels, centroids, embeddings, regions)
+            if likeness((mine, stretch), embeddings, weights, regions) >= MERGE_UNLIKE
+        ]
+        if nearest:
             out.append(MergeCandidate(int(k), mine, nearest))
     return out
 
@@ -368,7 +384,7 @@ def _halves(
         return None
     a = _typical(idx[sub == 0], embeddings, regions)
     b = _typical(idx[sub == 1], embeddings, regions)
-    if a is None or b is None:
+    if a is None or b is None or likeness((a, b), embeddings, weights, regions) >= SPLIT_ALIKE:
         return None
     members = tuple(_spread(idx, regions, SPLIT_REGIONS_MAX_S).tolist())
     return SplitCandidate(c, redraw(idx, (a, b), halves, embeddings, weights, regions), (a, b), members)
@@ -385,12 +401,28 @@ def redraw(
     """The halves' centroids once each region of ``idx`` goes to the nearer of the two stretches' centroids
     (``halves`` when all go to one): a cut of two alike voices mixes them (seed 2's hard21: 5.3 s of one
     voice on the other's side), while each stretch is its half's most typical speech."""
-    at = {r: i for i, r in enumerate(regions)}
-    seeds = [_normalise(sum(embeddings[at[r]] * weights[at[r]] for r in stretch)) for stretch in stretches]
+    seeds = _stretch_vectors(stretches, embeddings, weights, regions)
     side = embeddings[idx] @ seeds[0] >= embeddings[idx] @ seeds[1]
     if side.all() or not side.any():
         return halves
     return np.stack([_normalise((embeddings[idx[s]] * weights[idx[s], None]).sum(axis=0)) for s in (side, ~side)])
+
+
+def _stretch_vectors(
+    stretches: tuple[list[Region], list[Region]], embeddings: np.ndarray, weights: np.ndarray, regions: list[Region]
+) -> list[np.ndarray]:
+    """Each stretch's centroid: its regions' embeddings, weighted by their partials."""
+    at = {r: i for i, r in enumerate(regions)}
+    return [_normalise(sum(embeddings[at[r]] * weights[at[r]] for r in stretch)) for stretch in stretches]
+
+
+def likeness(
+    stretches: tuple[list[Region], list[Region]], embeddings: np.ndarray, weights: np.ndarray, regions: list[Region]
+) -> float:
+    """The cosine of two stretches' centroids (:func:`_stretch_vectors`): where it is far from the check
+    encoder's verdicts (MERGE_UNLIKE, SPLIT_ALIKE), the stretches need not be heard."""
+    a, b = _stretch_vectors(stretches, embeddings, weights, regions)
+    return float(a @ b)
 
 
 def _spread(idx: np.ndarray, regions: list[Region], max_s: float) -> np.ndarray:
