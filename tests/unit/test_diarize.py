@@ -431,10 +431,11 @@ def test_a_speaker_with_little_speech_is_heard_against_its_nearest_speakers_and_
 
 
 def test_speakers_with_too_little_or_enough_speech_are_not_heard_for_a_merge() -> None:
-    embeddings, regions, weights = _stray_part(0.6)  # 2.4 s < CHECK_MIN_S: too little to hear
+    # The stray part 0.68 alike A's: alike enough to hear against A's (MERGE_UNLIKE), were it not for its speech.
+    embeddings, regions, weights = _stray_part(0.6, alike=0.68)  # 2.4 s < CHECK_MIN_S: too little to hear
     _, centroids = first_clusters(embeddings, THRESHOLD, MERGE_THRESHOLD, weights, SpeakerCount())
     assert len(centroids) == 3 and merge_candidates(embeddings, regions, centroids, weights) == []
-    embeddings, regions, weights = _stray_part(2.0)  # 8 s: MERGE_UNDER_S, a speaker of its own
+    embeddings, regions, weights = _stray_part(2.0, alike=0.68)  # 8 s: MERGE_UNDER_S, a speaker of its own
     assert merge_candidates(embeddings, regions, centroids, weights) == []
 
 
