@@ -389,7 +389,8 @@ def test_a_speaker_whose_halves_are_unlike_is_heard_in_two() -> None:
     assert sorted(np.argmax(embeddings[10:] @ more.T, axis=1)[:2].tolist()) == [1, 2]
 
 
-def test_halves_more_alike_than_split_similarity_are_not_heard() -> None:
+def test_halves_more_alike_than_split_similarity_are_not_heard(monkeypatch) -> None:
+    monkeypatch.setattr(diarize_module, "SPLIT_ALIKE", 1.01)  # the halves' gate alone
     embeddings, regions, weights, centroids = _two_in_one(0.85)
     assert split_candidates(embeddings, regions, THRESHOLD, MERGE_THRESHOLD, weights, centroids) == []
 
