@@ -4,17 +4,20 @@ Each visit to a server transcribes every conversation of a set (the bench's: ben
 ``json`` and then as ``diarized_json`` (the second visit the other way round), one request at a time, and
 reads the server's CPU seconds (the API process and its engine, /metrics) around each pass. The host's speed
 drifts between minutes, so two servers (``--base-url`` twice: today's code and another) are visited
-A B B A and compared as ratios within the run.
+A B B A and compared as ratios within the run. ``--seed`` more than once: each seed's set in turn (one
+server: one visit a seed, its two passes in alternating order), then all of them together, weighted by
+their audio.
 
     voxlane serve --port 8401 &                 # and another server on 8402
     python benchmarks/diarize_cpu.py --base-url http://127.0.0.1:8401 --base-url http://127.0.0.1:8402 \\
         --dev-dir DEV --set hard --seed 1
+    python benchmarks/diarize_cpu.py --base-url http://127.0.0.1:8401 --dev-dir DEV --set hard \\
+        --seed 0 --seed 1 --seed 2                  # ... every seed of the hard set
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -47,23 +50,34 @@ def main() -> None:
     parser.add_argument("--base-url", action="append", required=True, help="a server; twice: A B B A")
     parser.add_argument("--dev-dir", type=Path, required=True)
     parser.add_argument("--set", dest="set_name", choices=("default", "hard"), default="default")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, action="append", help="the set's seed (default 0); more than once: each")
     args = parser.parse_args()
     if len(args.base_url) > 2:
         parser.error("one or two --base-url")
-    convs = conversations(args.dev_dir, args.set_name, args.seed)
+    seeds = args.seed or [0]
     urls = args.base_url
     there, back = ("json", "diarized_json"), ("diarized_json", "json")
-    visits = [(urls[0], there), (urls[0], back)]
-    if len(urls) == 2:
-        visits = [(urls[0], there), (urls[1], there), (urls[1], back), (urls[0], back)]
-    seen: dict[str, dict[str, list[float]]] = {u: {f: [] for f in FIELDS} for u in urls}
-    for url, order in visits:
-        with httpx.Client(base_url=url, timeout=600.0) as client:
-            for fmt in order:
-                seen[url][fmt].append(one_pass(client, convs, fmt))
-                print(f"{url}  {fmt:14s} {seen[url][fmt][-1]:.3f} CPU s per audio minute", flush=True)
-    means = {u: {f: statistics.mean(v) for f, v in by.items()} for u, by in seen.items()}
+    # Per server and format, (CPU s per audio minute, audio minutes) of each pass.
+    seen: dict[str, dict[str, list[tuple[float, float]]]] = {u: {f: [] for f in FIELDS} for u in urls}
+    for k, seed in enumerate(seeds):
+        convs = conversations(args.dev_dir, args.set_name, seed)
+        minutes = sum(c.duration_s for c in convs) / 60
+        visits = [(urls[0], there), (urls[0], back)]
+        if len(seeds) > 1 and len(urls) == 1:
+            visits = [(urls[0], there if k % 2 == 0 else back)]
+        elif len(urls) == 2:
+            visits = [(urls[0], there), (urls[1], there), (urls[1], back), (urls[0], back)]
+        for url, order in visits:
+            with httpx.Client(base_url=url, timeout=600.0) as client:
+                for fmt in order:
+                    seen[url][fmt].append((one_pass(client, convs, fmt), minutes))
+                    print(
+                        f"seed {seed}  {url}  {fmt:14s} {seen[url][fmt][-1][0]:.3f} CPU s per audio minute", flush=True
+                    )
+        for url in urls:
+            plain, diarized = (seen[url][f][-1][0] for f in FIELDS)
+            print(f"seed {seed}  {url}  diarized over plain: +{diarized / plain - 1:.1%}", flush=True)
+    means = {u: {f: sum(c * m for c, m in v) / sum(m for _, m in v) for f, v in by.items()} for u, by in seen.items()}
     for url, m in means.items():
         print(
             f"{url}: plain {m['json']:.2f}, diarized {m['diarized_json']:.2f} CPU s per audio minute: "
