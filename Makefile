@@ -41,9 +41,12 @@ install-dev: $(VENV)/.installed-dev $(SPEAKER_WEIGHTS)
 install-multilingual: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[multilingual]'
 
-# On a machine with an NVIDIA GPU: cuBLAS 12 for CTranslate2 (then `make serve ARGS="--device cuda"`).
+# On a machine with an NVIDIA GPU: cuBLAS 12 for CTranslate2, and onnxruntime-gpu (CUDA 13, cuDNN 9) in place of
+# onnxruntime for the voices (the two share one package directory, so one goes before the other comes).
 install-cuda: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[cuda]'
+	$(BIN)/python -m pip uninstall --quiet -y onnxruntime
+	$(BIN)/python -m pip install --quiet 'onnxruntime-gpu[cuda,cudnn]>=1.20'
 
 serve: install
 	$(BIN)/voxlane serve $(ARGS)

@@ -172,6 +172,16 @@ class EngineConfig:
     and first audio p50 0.17-0.19 s at 8 streams, where 1 slot gave 0.80x and 0.5-0.7 s; the event loop's
     largest stall under 16 streams stayed at 10-11 ms (docs/tts.md, "Core budget")."""
     tts_threads: int = setting(1, "onnxruntime threads of each speech slot's session", minimum=1, group="TTS")
+    tts_device: str = setting(
+        "auto",
+        "where Piper voices run: cpu, cuda (onnxruntime's CUDA provider: onnxruntime-gpu) or auto (cuda when "
+        "Whisper runs on CUDA and onnxruntime can use the GPU, else cpu)",
+        choices=("cpu", "cuda", "auto"),
+        group="GPU",
+        user=True,
+    )
+    """With cuda, the server refuses to start when onnxruntime cannot run on the GPU, with one line saying why
+    (runners/piper.py ``place_voices``); auto then keeps the voices on the CPU and logs why."""
     tts_mixed_slots: int = setting(
         CORES,
         "speech slots used while Whisper windows are queued or running (the rest of the cores stay for ASR)",

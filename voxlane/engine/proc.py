@@ -162,7 +162,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     outbox.put(ready)
     log.info(
         "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d, live <= %d); "
-        "speech: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
+        "speech on %s: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
         config.model_path,
         config.compute_type,
         config.device,
@@ -171,6 +171,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         config.decoder_threads,
         config.max_batch_size,
         config.live_batch_size,
+        config.tts_device,
         config.tts_slots,
         config.tts_threads,
         config.tts_mixed_slots,
@@ -226,9 +227,13 @@ def _place(config: EngineConfig) -> EngineConfig:
 
     if config.device != "cpu":
         set_jit_cache(os.path.expanduser(config.cuda_cache_dir))  # before the first CUDA call
+    from voxlane.runners.piper import place_voices
+
     placement = place(config.device, config.compute_type)
     log.info("Whisper on %s (%s): %s", placement.device, placement.compute_type, placement.reason)
-    return config.placed(placement.device, placement.compute_type)
+    tts_device, why = place_voices(config.tts_device, placement.device)
+    log.info("speech on %s: %s", tts_device, why)
+    return replace(config.placed(placement.device, placement.compute_type), tts_device=tts_device)
 
 
 def _whisper_loader(config: EngineConfig) -> Callable[[str], Any]:
@@ -257,9 +262,15 @@ def _load_runners(config: EngineConfig) -> tuple[Any, list[Any], Any, int]:
     except Exception as exc:
         raise RuntimeError(f"could not load the Whisper model from {config.model_path}: {exc}") from exc
     try:
-        tts_runners = [PiperRunner(config.tts_threads, config.tts_max_loaded_voices) for _ in range(config.tts_slots)]
+        device = config.tts_device
+        tts_runners = [
+            PiperRunner(config.tts_threads, config.tts_max_loaded_voices, device) for _ in range(config.tts_slots)
+        ]
+        # The solo session gives a lone unit the idle cores; on the GPU a unit has the device's.
         solo = (
-            PiperRunner(config.tts_solo_threads, config.tts_max_loaded_voices) if config.tts_solo_threads > 1 else None
+            PiperRunner(config.tts_solo_threads, config.tts_max_loaded_voices)
+            if config.tts_solo_threads > 1 and device == "cpu"
+            else None
         )
         if config.tts_preload is not None:
             for tts_runner in [*tts_runners, *([solo] if solo else [])]:

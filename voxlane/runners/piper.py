@@ -14,6 +14,9 @@ the audio's length exactly. A voice whose graph has no single ``Ceil`` speaks wi
 Batching: several units through one ``session.run`` (padded to the longest, trimmed by length) was
 measured slower or no faster than one unit at a time on this CPU (docs/tts.md), so the runner
 synthesises one unit per call.
+
+Device: the CPU, or an NVIDIA GPU through onnxruntime's CUDA provider (``--tts-device``, :func:`place_voices`).
+Uploaded voices are probed on the CPU whatever the device: the probe only checks that the files speak.
 """
 
 from __future__ import annotations
@@ -67,11 +70,89 @@ def cpu_session(model: str | bytes, threads: int) -> onnxruntime.InferenceSessio
     )
 
 
-def load_voice(model_path: str, config_path: str, threads: int) -> LoadedVoice:
-    """Load one Piper voice. Raises ValueError saying what is wrong with a voice that cannot serve."""
+CUDA_PROVIDER = "CUDAExecutionProvider"
+TTS_CUDA_HINT = (
+    "replace onnxruntime with onnxruntime-gpu (pip uninstall -y onnxruntime && "
+    "pip install 'onnxruntime-gpu[cuda,cudnn]', or `make install-cuda`)"
+)
+# A voice's input length changes with every unit, and each new length is a new convolution shape: cuDNN's
+# exhaustive search (onnxruntime's default) would time every algorithm for each, the heuristic picks at once.
+_CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
+
+
+def voice_session(model: str | bytes, threads: int, device: str) -> onnxruntime.InferenceSession:
+    """A voice's session on ``device`` (cpu or cuda). On cuda, raises ValueError when onnxruntime fell back to
+    the CPU (it does so with only a logged error when the CUDA provider's libraries do not load)."""
+    if device != "cuda":
+        return cpu_session(model, threads)
+    session = onnxruntime.InferenceSession(
+        model,
+        sess_options=session_options(threads),
+        providers=[(CUDA_PROVIDER, _CUDA_OPTIONS), "CPUExecutionProvider"],
+    )
+    if session.get_providers()[0] != CUDA_PROVIDER:
+        raise ValueError(
+            f"onnxruntime's CUDA provider did not load (its libraries, cuDNN 9 and the CUDA runtime, were not "
+            f"found: see the onnxruntime error above); {TTS_CUDA_HINT}, or run with --tts-device cpu"
+        )
+    return session
+
+
+def place_voices(requested: str, whisper_device: str) -> tuple[str, str]:
+    """Resolve ``--tts-device`` (cpu, cuda, auto): the device the voices run on, and why (for the engine's
+    start-up log). ``cuda`` raises CudaUnavailable when onnxruntime cannot run a graph on the GPU; ``auto``
+    runs the voices on the GPU when Whisper runs there and onnxruntime can, and otherwise on the CPU."""
+    from voxlane.runners.cuda import CudaUnavailable
+
+    if requested == "cpu":
+        return "cpu", "--tts-device cpu"
+    if requested == "auto" and whisper_device != "cuda":
+        return "cpu", "--tts-device auto: Whisper runs on the CPU"
+    problem = cuda_voice_problem()
+    if problem is None:
+        return "cuda", f"--tts-device {requested}: onnxruntime {onnxruntime.__version__} with the CUDA provider"
+    if requested == "cuda":
+        raise CudaUnavailable(f"--tts-device cuda: {problem}; {TTS_CUDA_HINT}, or run with --tts-device cpu")
+    return "cpu", f"--tts-device auto: {problem}"
+
+
+def cuda_voice_problem() -> str | None:
+    """Why onnxruntime cannot run a graph on the GPU here, or None when it can: a one-node graph is run on
+    the CUDA provider (its libraries load only when a session asks for it)."""
+    providers = onnxruntime.get_available_providers()
+    if CUDA_PROVIDER not in providers:
+        return f"onnxruntime {onnxruntime.__version__} has no CUDA provider (it has {', '.join(providers)})"
+    preload = getattr(onnxruntime, "preload_dlls", None)
+    if preload is not None:  # the CUDA and cuDNN libraries of NVIDIA's wheels, where pip put them
+        try:
+            preload()
+        except Exception as exc:  # the loader's own path may still hold them
+            log.info("onnxruntime.preload_dlls: %s", exc)
+    try:
+        session = voice_session(_identity_graph(), 1, "cuda")
+        session.run(None, {"x": np.zeros(4, dtype=np.float32)})
+    except Exception as exc:
+        return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def _identity_graph() -> bytes:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "probe", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # opset 13's, which every onnxruntime of the last years reads
+    return model.SerializeToString()
+
+
+def load_voice(model_path: str, config_path: str, threads: int, device: str = "cpu") -> LoadedVoice:
+    """Load one Piper voice on ``device`` (cpu or cuda). Raises ValueError saying what is wrong with a voice
+    that cannot serve."""
     config = load_voice_config(config_path)
     model, aligned = _with_alignment(model_path)
-    session = cpu_session(model, threads)
+    session = voice_session(model, threads, device)
     inputs = {i.name for i in session.get_inputs()}
     if not {"input", "input_lengths", "scales"} <= inputs:
         raise ValueError(f"the model's inputs are {sorted(inputs)}, not a Piper voice's (input, input_lengths, scales)")
@@ -201,9 +282,10 @@ def _raw_audio(voice: LoadedVoice, unit: SpeechUnit) -> tuple[np.ndarray, np.nda
 
 
 class PiperRunner:
-    def __init__(self, threads: int, max_loaded: int) -> None:
+    def __init__(self, threads: int, max_loaded: int, device: str = "cpu") -> None:
         self.threads = threads
         self.max_loaded = max_loaded
+        self.device = device
         self._voices: OrderedDict[tuple[str, str], LoadedVoice] = OrderedDict()
 
     def voice(self, model_path: str, config_path: str) -> LoadedVoice:
@@ -211,7 +293,7 @@ class PiperRunner:
         voice = self._voices.get(key)
         if voice is None:
             log.info("loading voice %s", model_path)
-            voice = self._voices[key] = load_voice(model_path, config_path, self.threads)
+            voice = self._voices[key] = load_voice(model_path, config_path, self.threads, self.device)
             while len(self._voices) > self.max_loaded:
                 evicted, _ = self._voices.popitem(last=False)
                 log.info("unloading voice %s (--tts-max-loaded-voices %d)", evicted[0], self.max_loaded)
