@@ -245,7 +245,7 @@ def run_loads(
     run: Any,
 ) -> None:
     """Each load of ``specs`` (``WHAT:NAME,NAME,...``) on the servers named, in that order: ``run(WHAT,
-    base_url, key)`` gives a load's figures, kept in ``summary["loads"][key]`` and saved after each. A server
+    server, key)`` gives a load's figures, kept in ``summary["loads"][key]`` and saved after each. A server
     that did not start, or a load due after ``deadline_s`` (time.monotonic), is noted instead."""
     for spec in specs:
         what, names = spec.split(":")
@@ -258,7 +258,7 @@ def run_loads(
                 summary["loads"][key] = "skipped: over --budget-s"
                 continue
             began = time.monotonic()
-            r = guarded(summary, key, run, what, servers[name].base_url, key)
+            r = guarded(summary, key, run, what, servers[name], key)
             summary["loads"][key] = r if r is not None else "failed"
             print(f"{key} ({time.monotonic() - began:.0f} s): {json.dumps(r, default=str)[:600]}", file=sys.stderr)
             save()

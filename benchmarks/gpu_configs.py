@@ -3,28 +3,45 @@
 (A B C C B A), so that a drifting host weighs on each alike (docs/gpu.md).
 
 Every server starts at once, each with a JIT cache of its own; faster-whisper's BatchedInferencePipeline
-(benchmarks/fw_batched_server.py: batch 16, 4 replicas) can be one of them, as `FW`. A load is `voxlane bench
-serve` at 64 clients (/health probed every 20 ms from its own process), on the dev set's long files (60 s or
-more, 128 requests) or its short ones (30 s or less, 512 requests); WER and windows per audio hour come from its
-report.
+(benchmarks/fw_batched_server.py: batch 16, 4 replicas) can be one of them, as `FW`. A load is one of:
+
+- `long`, `short`: `voxlane bench serve` at 64 clients (/health probed every 20 ms from its own process), on the
+  dev set's long files (60 s or more, 128 requests) or its short ones (30 s or less, 512 requests); WER and
+  windows per audio hour come from its report;
+- `liveN`: `voxlane bench realtime` at N streams (benchmarks/gpu_live.py's figures);
+- `ttsN`: N speech streams of one paragraph at once, after a lone sentence's first audio five times
+  (benchmarks/tts_bench.py's figures).
+
+`--profile KEY,...` records the API process of those loads' server with py-spy (`--gil`, raw stacks, without
+pausing it) for their first `--profile-s` seconds, into `profile-KEY.txt`.
 
     python benchmarks/gpu_configs.py --dataset DIR/manifest.jsonl \\
         --server D= --server W10="--audio-preprocess-workers 10" --server FW=fw \\
-        --load long:D,W10,W10,D --load short:D,FW,D --budget-s 400 --pack results.tgz
+        --load long:D,W10,W10,D --load short:D,FW,D --load live64:D --load tts16:D \\
+        --budget-s 400 --pack results.tgz
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import json
 import shlex
 import shutil
+import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 from asr_bench import run_json, serve_load_args
 from gpu_bench import GpuSampler, Server, gpu_name, guarded, run_loads, save_summary, start_all, stop_all
+from gpu_live import live_load
+from tts_bench import load_figures
+
+from voxlane.bench.server import ServerProcess
 
 HERE = Path(__file__).resolve().parent
 SUBSETS = {"long": (["--min-duration-s", "60"], 128), "short": (["--max-duration-s", "30"], 512)}
@@ -53,6 +70,34 @@ def load(base_url: str, dataset: str, subset: str, scale: float, result_dir: Pat
         "windows_per_audio_hour": windows.get("windows_per_audio_hour"),
         "gpu_util_mean": round(gpu["util_mean"], 1),
     }
+
+
+def any_load(
+    srv: ServerProcess, dataset: str, what: str, scale: float, result_dir: Path, name: str, profile: tuple[str, float]
+) -> dict[str, Any]:
+    """The load ``what`` (long, short, liveN, ttsN) on ``srv``, recorded with py-spy when ``name`` is one of
+    ``profile``'s keys (comma-separated)."""
+    spy = None
+    if name in profile[0].split(",") and shutil.which("py-spy"):
+        out = result_dir / f"profile-{name}.txt"
+        # --nonblocking: the process is read, not paused, so that the load's /health figures stand.
+        cmd = ["py-spy", "record", "--gil", "--nonblocking", "--format", "raw", "--rate", "200",
+               "--duration", str(int(profile[1])),
+               "--pid", str(srv.pid), "--output", str(out)]  # fmt: skip
+        spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        if what.startswith("live"):
+            return live_load(srv.base_url, dataset, int(what[4:]), result_dir, name)
+        if what.startswith("tts"):
+            return asyncio.run(load_figures(srv.base_url, int(what[3:])))
+        return load(srv.base_url, dataset, what, scale, result_dir, name)
+    finally:
+        if spy is not None:
+            spy.wait(timeout=profile[1] + 60)
+        # The loop's stall histogram and the watchdog's causes so far (cumulative: a load's are the difference).
+        with contextlib.suppress(OSError):
+            metrics = urllib.request.urlopen(f"{srv.base_url}/metrics", timeout=10).read()
+            (result_dir / f"metrics-{name}.txt").write_bytes(metrics)
 
 
 def server_cmd(name: str, flags: str, device: str) -> Server:
@@ -88,6 +133,8 @@ def main() -> int:
     parser.add_argument("--pack", default="", help="after each load, tar the result dir to this file")
     parser.add_argument("--device", default="cuda", help="cpu: try this script on a machine without a GPU")
     parser.add_argument("--scale", type=float, default=1.0, help="scale requests and clients (0.1 to try it)")
+    parser.add_argument("--profile", default="", help="loads' keys (LOAD-NAME-I,...) to record with py-spy")
+    parser.add_argument("--profile-s", type=float, default=20.0, help="seconds of that recording")
     args = parser.parse_args()
     t0 = time.monotonic()
     result_dir = Path(args.result_dir).resolve()
@@ -113,7 +160,9 @@ def main() -> int:
             summary,
             t0 + args.budget_s,
             save,
-            lambda subset, url, key: load(url, args.dataset, subset, args.scale, result_dir, key),
+            lambda what, srv, key: any_load(
+                srv, args.dataset, what, args.scale, result_dir, key, (args.profile, args.profile_s)
+            ),
         )
     finally:
         stop_all(servers)
@@ -127,8 +176,8 @@ def report(summary: dict[str, Any]) -> None:
     head = f"{'E2E p50/p99 s':>14} {'/health p50/p95/p99/max ms':>27} {'WER':>6} {'w/h':>5}"
     print(f"{'load':<16} {'RTFx':>7} {head}")
     for key, r in summary["loads"].items():
-        if not isinstance(r, dict):
-            print(f"{key:<16} {r}")
+        if not isinstance(r, dict) or "rtfx" not in r:
+            print(f"{key:<16} {json.dumps(r, default=str)[:400]}")
             continue
         h, e = r["health_ms"], r["e2e_s"]
         wph = r["windows_per_audio_hour"]

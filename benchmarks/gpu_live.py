@@ -106,7 +106,7 @@ def main() -> int:
             summary,
             t0 + args.budget_s,
             lambda: save_summary(result_dir, summary, args.pack),
-            lambda streams, url, key: live_load(url, args.dataset, int(streams), result_dir, key),
+            lambda streams, srv, key: live_load(srv.base_url, args.dataset, int(streams), result_dir, key),
         )
     finally:
         stop_all(servers)

@@ -90,6 +90,25 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
+async def load_figures(base_url: str, concurrency: int) -> dict[str, float]:
+    """One level on a running server (``benchmarks/gpu_configs.py``'s speech loads): a warm-up, a lone
+    sentence's first audio five times, then ``concurrency`` paragraph streams at once."""
+    url = base_url + "/v1/audio/speech"
+    await level(url, 1, "Warm up.")
+    short = [(await level(url, 1, ONE_SENTENCE))[0][0].ttfp_s for _ in range(5)]
+    results, wall = await level(url, concurrency, PARAGRAPH)
+    ttfp = [r.ttfp_s * 1000 for r in results]
+    return {
+        "one_sentence_ttfp_ms": round(statistics.median(short) * 1000, 1),
+        "ttfp_p50_ms": round(statistics.median(ttfp), 1),
+        "ttfp_p90_ms": round(pct(ttfp, 0.9), 1),
+        "rtf_p50": round(statistics.median(r.wall_s / r.audio_s for r in results), 3),
+        "audio_s_per_s": round(sum(r.audio_s for r in results) / wall, 1),
+        "stalls": sum(r.stalls for r in results),
+        "streams_stalled": round(sum(1 for r in results if r.stalls) / len(results), 3),
+    }
+
+
 async def bench_order(order: str, concurrencies: list[int], extra: list[str]) -> list[str]:
     rows = []
     with running_server("--tts-order", order, "--data-dir", tempfile.mkdtemp(), *extra, stop_timeout_s=10.0) as srv:
