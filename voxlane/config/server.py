@@ -103,6 +103,16 @@ class ServerConfig:
     max_upload_mb: float = setting(
         25.0, "largest upload accepted, in MiB (OpenAI's limit is 25 MB)", positive=True, group="limits", user=True
     )
+    upload_spool_mb: float = setting(
+        8.0,
+        "MiB of an upload held in memory; a larger one goes to a temporary file, each of its later chunks "
+        "written on a worker thread",
+        minimum=0,
+        group="limits",
+    )
+    """Starlette's own is 1 MiB: a 5 MB upload then costs about 60 hand-offs between the event loop and a
+    thread, each a wake-up of the loop and a wait for the GIL. At the --max-transcription-requests default of
+    64 the uploads held in memory are at most 512 MiB."""
     max_audio_duration_s: float = setting(
         3 * 3600.0, "longest audio accepted after decoding, in seconds", positive=True, group="limits", user=True
     )
