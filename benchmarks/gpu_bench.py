@@ -185,11 +185,17 @@ def start(server: Server, log_path: Path, timeout_s: float = 600.0) -> tuple[Ser
         raise
 
 
-def start_all(servers: dict[str, Server], result_dir: Path) -> tuple[dict[str, ServerProcess], dict[str, float]]:
-    """Every server started at once, each logging to ``server-NAME.log``; those ready within 300 s, and the
+def start_all(
+    servers: dict[str, Server], result_dir: Path, code: dict[str, Path] | None = None
+) -> tuple[dict[str, ServerProcess], dict[str, float]]:
+    """Every server started at once, each logging to ``server-NAME.log``, from the repository root or from
+    ``code[NAME]`` (another checkout, whose ``voxlane`` it then runs); those ready within 300 s, and the
     seconds each took. A server that does not start is left out."""
+    code = code or {}
     started = {
-        name: ServerProcess(*flags, log_path=result_dir / f"server-{name}.log", command=command, cwd=HERE.parent)
+        name: ServerProcess(
+            *flags, log_path=result_dir / f"server-{name}.log", command=command, cwd=code.get(name, HERE.parent)
+        )
         for name, (flags, command) in servers.items()
     }
     ready, ready_s = {}, {}

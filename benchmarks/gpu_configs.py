@@ -7,7 +7,7 @@ Every server starts at once, each with a JIT cache of its own; faster-whisper's 
 
 - `long`, `short`: `voxlane bench serve` at 64 clients (/health probed every 20 ms from its own process), on the
   dev set's long files (60 s or more, 128 requests) or its short ones (30 s or less, 512 requests); WER and
-  windows per audio hour come from its report;
+  windows per audio hour come from its report; `dev`: each of the dev set's files once, 4 at a time;
 - `liveN`: `voxlane bench realtime` at N streams (benchmarks/gpu_live.py's figures);
 - `ttsN`: N speech streams of one paragraph at once, after a lone sentence's first audio five times
   (benchmarks/tts_bench.py's figures).
@@ -44,16 +44,22 @@ from tts_bench import load_figures
 from voxlane.bench.server import ServerProcess
 
 HERE = Path(__file__).resolve().parent
-SUBSETS = {"long": (["--min-duration-s", "60"], 128), "short": (["--max-duration-s", "30"], 512)}
-"""A load's files (bench serve's duration flags) and its number of requests."""
+SUBSETS = {
+    "long": (["--min-duration-s", "60"], 128, 64),
+    "short": (["--max-duration-s", "30"], 512, 64),
+    "dev": ([], 20, 4),
+}
+"""A load's files (bench serve's duration flags), its number of requests and how many at once (`dev`: each
+file once, at a load light enough for the decoding to stay at its most accurate)."""
 LEVEL = 64
+"""Threads of the faster-whisper server: the most requests at once."""
 
 
 def load(base_url: str, dataset: str, subset: str, scale: float, result_dir: Path, name: str) -> dict[str, Any]:
-    flags, n = SUBSETS[subset]
+    flags, n, level = SUBSETS[subset]
     sampler = GpuSampler()
     try:
-        args = [*serve_load_args(base_url, dataset, flags, max(1, int(n * scale)), max(1, int(LEVEL * scale)))]
+        args = [*serve_load_args(base_url, dataset, flags, max(1, int(n * scale)), max(1, int(level * scale)))]
         r = run_json([*args, "--request-timeout-s", "600"], result_dir, name)
     finally:
         gpu = sampler.stop()
@@ -133,6 +139,9 @@ def main() -> int:
     parser.add_argument("--pack", default="", help="after each load, tar the result dir to this file")
     parser.add_argument("--device", default="cuda", help="cpu: try this script on a machine without a GPU")
     parser.add_argument("--scale", type=float, default=1.0, help="scale requests and clients (0.1 to try it)")
+    parser.add_argument(
+        "--code", action="append", default=[], help="NAME=DIR: server NAME runs the voxlane of checkout DIR"
+    )
     parser.add_argument("--profile", default="", help="loads' keys (LOAD-NAME-I,...) to record with py-spy")
     parser.add_argument("--profile-s", type=float, default=20.0, help="seconds of that recording")
     args = parser.parse_args()
@@ -149,7 +158,8 @@ def main() -> int:
     for name in specs:
         shutil.rmtree(f"/tmp/vx-jit-{name}", ignore_errors=True)
     cmds = {name: server_cmd(name, flags, args.device) for name, flags in specs.items()}
-    servers, ready_s = guarded(summary, "start", start_all, cmds, result_dir) or ({}, {})
+    code = {name: Path(d).resolve() for name, d in (c.split("=", 1) for c in args.code)}
+    servers, ready_s = guarded(summary, "start", start_all, cmds, result_dir, code) or ({}, {})
     summary["ready_s"] = {name: round(s, 1) for name, s in ready_s.items()}
     print(f"ready: {summary['ready_s']}", file=sys.stderr)
     save()
