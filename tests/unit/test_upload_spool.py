@@ -16,9 +16,13 @@ BOUNDARY = "voxlaneboundary"
 
 def _parse(upload: bytes) -> UploadFile:
     body = (
-        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
-        "Content-Type: audio/wav\r\n\r\n"
-    ).encode() + upload + f"\r\n--{BOUNDARY}--\r\n".encode()
+        (
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+            "Content-Type: audio/wav\r\n\r\n"
+        ).encode()
+        + upload
+        + f"\r\n--{BOUNDARY}--\r\n".encode()
+    )
 
     async def stream():  # as uvicorn hands a body over: in chunks of 64 KiB
         for i in range(0, len(body), 65536):

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartParser
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 
@@ -27,6 +28,7 @@ from voxlane.server.auth import RequireApiKey
 from voxlane.server.catalog import ModelCatalog
 from voxlane.server.drain import Drain, DrainGate
 from voxlane.server.executors import Executors
+from voxlane.server.forms import MiB
 from voxlane.server.loopmon import LoopWatchdog
 from voxlane.server.metrics import Metrics, RequestMetrics
 from voxlane.server.routes import playground, realtime, speech, system, transcriptions, voices
@@ -43,6 +45,9 @@ replicas of a Ray Serve deployment)."""
 
 
 def build_app(config: ServerConfig, make_engine: EngineFactory = EngineClient) -> FastAPI:
+    # Starlette reads this class attribute for every upload it parses; one server runs in a process.
+    MultiPartParser.spool_max_size = int(config.upload_spool_mb * MiB)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executors = Executors(config)
