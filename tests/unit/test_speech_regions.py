@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from voxlane.audio.pipeline import window_features
 from voxlane.speakers.features import (
     FEATURE_COLUMNS,
     FRAMES_PER_S,
@@ -14,6 +15,7 @@ from voxlane.speakers.features import (
     speaker_features,
     speech_edges,
     speech_regions,
+    window_all_features,
     window_speaker_features,
 )
 
@@ -61,3 +63,38 @@ def test_without_the_filterbanks_a_window_has_the_same_mel_regions_and_edges() -
     assert both.shape[1] == FEATURE_COLUMNS and mel.shape[1] == N_MELS
     np.testing.assert_array_equal(mel, both[:, :N_MELS])
     assert (mel_regions, mel_edges) == (regions, edges) and len(regions) == 2
+
+
+def test_whisper_s_transform_gives_the_speaker_mel_of_its_own() -> None:
+    # A diarized window is transformed once (window_all_features): the speaker mel read off Whisper's power
+    # spectrum, its edge frames (reflected there, zeros here) transformed again, is the mel of its own. Loud
+    # audio takes no gain, quiet audio is raised to -30 dBFS; a full 30 s window reflects at its end too.
+    rng = np.random.default_rng(7)
+    for seconds, dbfs in ((30.0, -20), (30.0, -55), (12.34, -20), (12.34, -55), (0.03, -20)):
+        pcm = (noise(seconds, dbfs, rng) * 32767).astype(np.int16)
+        alone = window_speaker_features(pcm)
+        features, n_frames, speech, shared = window_all_features(pcm, 80, 0.0, None, True)
+        whisper, whisper_frames, whisper_speech = window_features(pcm, 80)
+        np.testing.assert_array_equal(features, whisper)
+        assert (n_frames, speech) == (whisper_frames, whisper_speech)
+        assert shared[0].shape == alone[0].shape
+        np.testing.assert_allclose(shared[0], alone[0], rtol=2e-5, atol=1e-9 * float(alone[0].max()))
+        assert (shared[1], shared[2]) == (alone[1], alone[2])
+
+
+def test_the_speaker_mel_reads_whisper_s_transform(monkeypatch) -> None:
+    # The saving itself: given Whisper's power spectrum, only the edge frames are transformed again (2 at the
+    # start, 2 at the end of a 30 s window and the one past Whisper's 3000), not the window's 3001.
+    from voxlane.speakers import features as speaker_module
+
+    transformed: list[int] = []
+    power_of = speaker_module._power
+
+    def counting(x: np.ndarray, frames: range | list[int]) -> np.ndarray:
+        transformed.extend(frames)
+        return power_of(x, frames)
+
+    monkeypatch.setattr(speaker_module, "_power", counting)
+    pcm = (noise(30.0, -20, np.random.default_rng(8)) * 32767).astype(np.int16)
+    window_all_features(pcm, 80, 0.0, None, False)
+    assert transformed == [0, 1, 2999, 3000]

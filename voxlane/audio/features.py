@@ -76,6 +76,14 @@ def log_mel(samples: np.ndarray, n_mels: int = 80) -> tuple[np.ndarray, int]:
     Returns ``(features, n_frames)``: features is float32 of shape (n_mels, 3000); n_frames is how many
     frames hold audio (the rest is padding).
     """
+    features, n_frames, _ = log_mel_and_power(samples, n_mels)
+    return features, n_frames
+
+
+def log_mel_and_power(samples: np.ndarray, n_mels: int = 80) -> tuple[np.ndarray, int, np.ndarray]:
+    """:func:`log_mel`, and the power spectrum it was made from: (frames, 201) float32, frame ``i`` centred
+    on sample ``i * 160``, the edges padded by reflection, the frames past the audio's reach left out. The
+    speaker features read it too (speakers/features.py), so that a window is transformed once."""
     n = len(samples)
     if n > N_SAMPLES:
         raise ValueError(f"a window holds at most {N_SAMPLES} samples, got {n}")
@@ -100,7 +108,7 @@ def log_mel(samples: np.ndarray, n_mels: int = 80) -> tuple[np.ndarray, int]:
     n_frames = min(N_FRAMES, (n + HOP_LENGTH - 1) // HOP_LENGTH)
     if PAD_MODE == "zero":
         log_spec[:, n_frames:] = 0.0
-    return log_spec, n_frames
+    return log_spec, n_frames, power
 
 
 def pad_frames(features: np.ndarray, n_frames: int, peak: float) -> np.ndarray:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voxlane.audio.decode import TARGET_RATE, DecodedInfo, decode_steps, to_float
-from voxlane.audio.features import log_mel
+from voxlane.audio.features import log_mel_and_power
 from voxlane.audio.split import Window, WindowCutter, is_silent
 from voxlane.audio.vad import WINDOW_S, VadOptions, speech_spans, speech_windows, window_speech
 
@@ -180,11 +180,19 @@ def window_features(
     """One window's log-mel features (padded to 30 s), how many frames hold audio, and its speech: ``speech``
     when the split found it, else found here (vad.window_speech: energy, or Silero when that finds little).
     ``pcm`` is int16 (float32 is read as it is)."""
+    features, n_frames, speech, _ = window_features_and_power(pcm, n_mels, offset_s, speech)
+    return features, n_frames, speech
+
+
+def window_features_and_power(
+    pcm: np.ndarray, n_mels: int, offset_s: float = 0.0, speech: Speech | None = None
+) -> tuple[np.ndarray, int, Speech, np.ndarray]:
+    """:func:`window_features` and the power spectrum of its log-mel (features.log_mel_and_power)."""
     samples = to_float(pcm) if pcm.dtype == np.int16 else pcm
-    features, n_frames = log_mel(samples, n_mels)
+    features, n_frames, power = log_mel_and_power(samples, n_mels)
     if speech is None:
         speech = window_speech(samples, features, n_frames, offset_s)
-    return features, n_frames, speech
+    return features, n_frames, speech, power
 
 
 def warm_up() -> None:

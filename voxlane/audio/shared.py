@@ -212,22 +212,32 @@ def window_features_shared(
     count) in a block, which is removed once read when ``last`` (the request's last window); the features
     go to a new block ``features_name`` and their shape is returned in their place (the features themselves
     when the block cannot be made)."""
-    if isinstance(pcm, tuple):
-        name, start, count = pcm
-        with attach(name, remove=last) as block:
-            samples = np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
-    else:
-        samples = pcm
-    features, n_frames, speech = window_features(samples, n_mels, offset_s, speech)
+    features, n_frames, speech = window_features(read_window(pcm, last), n_mels, offset_s, speech)
+    return publish_features(features, features_name), n_frames, speech
+
+
+def read_window(pcm: np.ndarray | tuple[str, int, int], last: bool = False) -> np.ndarray:
+    """A window's int16 samples: ``pcm`` itself, or (block, first sample, count) copied out of a block, which
+    is removed once read when ``last``."""
+    if not isinstance(pcm, tuple):
+        return pcm
+    name, start, count = pcm
+    with attach(name, remove=last) as block:
+        return np.frombuffer(block, dtype=np.int16, count=count, offset=2 * start).copy()
+
+
+def publish_features(features: np.ndarray, features_name: str) -> np.ndarray | tuple[int, int]:
+    """``features`` written to a new block ``features_name``, and their shape in their place; the features
+    themselves when the block cannot be made."""
     features = np.ascontiguousarray(features, dtype=np.float32)
     try:
         block = create(features_name, features.nbytes)
     except OSError as exc:
         log.debug("shared memory: no room for %d bytes of features (%s); using the pipe", features.nbytes, exc)
-        return features, n_frames, speech
+        return features
     with block:
         block[:] = features.data.cast("B")
-    return features.shape, n_frames, speech
+    return features.shape
 
 
 def features_view(name: str, shape: tuple[int, int]) -> np.ndarray:

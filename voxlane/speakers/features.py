@@ -22,7 +22,8 @@ import mmap
 import numpy as np
 
 from voxlane.audio.features import hann_window, mel_filters
-from voxlane.audio.shared import attach
+from voxlane.audio.pipeline import Speech, window_features_and_power
+from voxlane.audio.shared import attach, publish_features, read_window
 
 SAMPLE_RATE = 16000
 N_FFT = 400
@@ -32,23 +33,44 @@ FRAMES_PER_S = SAMPLE_RATE // HOP
 TARGET_DBFS = -30.0
 
 
-def speaker_mel(samples: np.ndarray, loudness_of: np.ndarray | None = None) -> np.ndarray:
+def speaker_mel(
+    samples: np.ndarray, loudness_of: np.ndarray | None = None, power: np.ndarray | None = None
+) -> np.ndarray:
     """(frames, 40) float32: frame ``i`` is centred on sample ``i * 160``. The loudness gain is measured on
-    ``loudness_of`` (the speech in ``samples``) when given, so that pauses do not raise it."""
+    ``loudness_of`` (the speech in ``samples``) when given, so that pauses do not raise it. ``power``: the
+    power spectrum of the same samples that Whisper's log-mel was made from (audio.features.log_mel_and_power);
+    its frames that lie wholly inside the audio are the same as this mel's before the gain, so only the few at
+    the edges (padded by reflection there, by zeros here) are transformed again."""
     x = samples.astype(np.float32) / 32768.0 if samples.dtype == np.int16 else samples.astype(np.float32)
     ref = x if loudness_of is None or not len(loudness_of) else loudness_of
     rms_db = 10 * np.log10(max(float(np.mean(ref.astype(np.float64) ** 2)), 1e-20))
     gain_db = TARGET_DBFS - rms_db
-    if gain_db > 0:
-        x = x * np.float32(10 ** (gain_db / 20))
+    gain = np.float32(10 ** (gain_db / 20)) if gain_db > 0 else None
+    n_frames = 1 + len(x) // HOP
+    half = N_FFT // 2
+    # Frames [inner_from, inner_to) read no padding: each starts at or after sample 0 and ends by the last one.
+    inner_from, inner_to = -(-half // HOP), (len(x) - half) // HOP + 1
+    filters = mel_filters(N_MELS, SAMPLE_RATE, N_FFT)
+    if power is None or inner_to <= inner_from or len(power) < inner_to:
+        return np.ascontiguousarray(_power(x if gain is None else x * gain, range(n_frames)) @ filters.T)
+    mel = np.empty((n_frames, N_MELS), dtype=np.float32)
+    mel[inner_from:inner_to] = power[inner_from:inner_to] @ filters.T
+    if gain is not None:
+        mel[inner_from:inner_to] *= gain * gain
+    edges = [*range(inner_from), *range(inner_to, n_frames)]
+    if edges:
+        mel[edges] = _power(x if gain is None else x * gain, edges) @ filters.T
+    return mel
+
+
+def _power(x: np.ndarray, frames: range | list[int]) -> np.ndarray:
+    """The power spectrum of ``x``'s frames ``frames``, the signal padded with zeros on both sides."""
     half = N_FFT // 2
     padded = np.zeros(len(x) + N_FFT, dtype=np.float32)
     padded[half : half + len(x)] = x
-    n_frames = 1 + len(x) // HOP
-    frames = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[: n_frames * HOP : HOP]
-    spectrum = np.fft.rfft(frames * hann_window(N_FFT), axis=-1)
-    power = (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
-    return np.ascontiguousarray(power @ mel_filters(N_MELS, SAMPLE_RATE, N_FFT).T)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[np.asarray(frames, dtype=np.intp) * HOP]
+    spectrum = np.fft.rfft(windows * hann_window(N_FFT), axis=-1)
+    return (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
 
 
 FBANK_BINS = 80
@@ -100,10 +122,12 @@ def kaldi_fbank(samples: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(power @ _FBANK_FILTERS.T, np.finfo(np.float32).eps))
 
 
-def speaker_features(samples: np.ndarray, loudness_of: np.ndarray | None = None, fbank: bool = True) -> np.ndarray:
+def speaker_features(
+    samples: np.ndarray, loudness_of: np.ndarray | None = None, fbank: bool = True, power: np.ndarray | None = None
+) -> np.ndarray:
     """(frames, FEATURE_COLUMNS) float32: ``speaker_mel`` then ``kaldi_fbank``, row by row; without ``fbank``
-    the mel alone (N_MELS columns)."""
-    mel = speaker_mel(samples, loudness_of)
+    the mel alone (N_MELS columns). ``power``: as :func:`speaker_mel` takes it."""
+    mel = speaker_mel(samples, loudness_of, power)
     if not fbank:
         return mel
     banks = kaldi_fbank(samples)
@@ -171,15 +195,44 @@ def _level(mel: np.ndarray) -> np.ndarray:
     return 10 * np.log10(mel[:, :N_MELS].sum(axis=1) + 1e-10)
 
 
+SpeakerWindowFeatures = tuple[np.ndarray, list[tuple[int, int]], list[tuple[int, int]]]
+"""A window's speaker features, its speech regions and their ``speech_edges``."""
+
+
 def window_speaker_features(
-    pcm: np.ndarray | tuple[str, int, int], fbank: bool = True
-) -> tuple[np.ndarray, list[tuple[int, int]], list[tuple[int, int]]]:
+    pcm: np.ndarray | tuple[str, int, int], fbank: bool = True, power: np.ndarray | None = None
+) -> SpeakerWindowFeatures:
     """(speaker features, speech regions, their ``speech_edges``) of one window: its int16 samples, or (block,
     first sample, count) in a block of shared memory (audio/shared.py), read without removing it; the
-    filterbanks only with ``fbank``. On the audio pool."""
-    features = speaker_features(_samples(pcm), fbank=fbank)
+    filterbanks only with ``fbank``; ``power`` as :func:`speaker_mel` takes it. On the audio pool."""
+    features = speaker_features(_samples(pcm), fbank=fbank, power=power)
     regions = speech_regions(features)
     return features, regions, speech_edges(features, regions)
+
+
+def window_all_features(
+    pcm: np.ndarray | tuple[str, int, int],
+    n_mels: int,
+    offset_s: float,
+    speech: Speech | None,
+    fbank: bool,
+    features_name: str | None = None,
+    last: bool = False,
+) -> tuple[np.ndarray | tuple[int, int], int, Speech, SpeakerWindowFeatures]:
+    """A diarized window's two sets of features in one job, from one short-time transform: Whisper's (as
+    audio.pipeline.window_features gives them; to a new block ``features_name`` as
+    audio.shared.window_features_shared writes them, when named) and the speakers' (as
+    :func:`window_speaker_features` gives them). ``pcm`` and ``last`` as window_features_shared takes them.
+    On the audio pool."""
+    samples = read_window(pcm, last)
+    features, n_frames, speech, power = window_features_and_power(samples, n_mels, offset_s, speech)
+    speakers = window_speaker_features(samples, fbank, power)
+    return (
+        (features if features_name is None else publish_features(features, features_name)),
+        n_frames,
+        speech,
+        speakers,
+    )
 
 
 def stretch_features(

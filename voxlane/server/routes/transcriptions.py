@@ -68,7 +68,7 @@ from voxlane.server.formats import join_text, to_srt, to_vtt, token_logprobs
 from voxlane.server.routes.transcription_form import OPENAPI_BODY, TranscriptionForm
 from voxlane.server.sse import event_stream
 from voxlane.server.state import AppState, get_state
-from voxlane.speakers.features import window_speaker_features
+from voxlane.speakers.features import SpeakerWindowFeatures, window_all_features
 from voxlane.speakers.rttm import rttm_file_id, to_rttm
 
 log = logging.getLogger(__name__)
@@ -312,11 +312,12 @@ class _Job:
                     index = len(self.windows) + k
                     ref_msg = SpeakerWindow(spk.request_id, index, spk.count, len(ref.mel), ref.regions)
                     await engine.send(ref_msg, ref.mel)
+            speakers = spk is not None and diarization is not None
             for index, window in enumerate(self.windows):
-                if spk is not None and diarization is not None:
-                    await self._send_speaker_window(spk, diarization, index, window)
                 last = index == len(self.windows) - 1 and not self._keep_samples
-                features, n_frames, speech = await self._features(window, last=last)
+                features, n_frames, speech, speaker_features = await self._features(window, last, speakers)
+                if spk is not None and diarization is not None and speaker_features is not None:
+                    await self._send_speaker_window(spk, diarization, index, window, speaker_features)
                 window.pcm = _NO_SAMPLES  # its features go to the engine: the samples are not read again
                 msg = WindowRequest(
                     req.request_id,
@@ -338,45 +339,78 @@ class _Job:
             req.fail(VoxlaneError("the server failed to prepare the audio windows"))
 
     async def _send_speaker_window(
-        self, spk: ResultStream[SpeakerResult], diarization: Diarization, index: int, window: AudioWindow
+        self,
+        spk: ResultStream[SpeakerResult],
+        diarization: Diarization,
+        index: int,
+        window: AudioWindow,
+        speaker_features: SpeakerWindowFeatures,
     ) -> None:
-        """The window's speaker mel and speech regions, on the audio pool, to the engine's speaker encoder."""
-        pcm: np.ndarray | tuple[str, int, int] = window.pcm
-        if self.block is not None and window.block_offset is not None:
-            pcm = (self.block, window.block_offset, window.end - window.start)
-        mel, regions, edges = await self.state.executors.run(
-            "audio", window_speaker_features, pcm, self.state.engine.speaker_fbank
-        )
+        """The window's speaker features and speech regions to the engine's speaker encoder."""
+        pcm = self._window_pcm(window)
+        mel, regions, edges = speaker_features
         diarization.window_offsets_s.append(window.offset_s)
         diarization.edges.append(edges)
         if self._keep_samples:
             diarization.sources.append(pcm)
         await self.state.engine.send(SpeakerWindow(spk.request_id, index, spk.count, len(mel), regions), mel)
 
-    async def _features(self, window: AudioWindow, last: bool) -> tuple[np.ndarray, int, Speech]:
-        """The window's log-mel features, frames with audio and speech, computed on the audio pool; with
-        shared memory, read where the worker wrote them (no copy here: ZMQ sends from that mapping). The
-        worker of the ``last`` window removes the request's block of samples."""
+    def _window_pcm(self, window: AudioWindow) -> np.ndarray | tuple[str, int, int]:
+        """The window's samples, or where they lie in the request's block of shared memory."""
+        if self.block is not None and window.block_offset is not None:
+            return (self.block, window.block_offset, window.end - window.start)
+        return window.pcm
+
+    async def _features(
+        self, window: AudioWindow, last: bool, speakers: bool = False
+    ) -> tuple[np.ndarray, int, Speech, SpeakerWindowFeatures | None]:
+        """The window's log-mel features, frames with audio and speech, and with ``speakers`` its speaker
+        features too (one job, one short-time transform), computed on the audio pool; with shared memory, read
+        where the worker wrote them (no copy here: ZMQ sends from that mapping). The worker of the ``last``
+        window removes the request's block of samples."""
         executors = self.state.executors
         n_mels = self.model.n_mels
+        fbank = self.state.engine.speaker_fbank
         if not executors.shared_audio:
-            return await executors.run("audio", window_features, window.pcm, n_mels, window.offset_s, window.speech)
-        pcm: np.ndarray | tuple[str, int, int] = window.pcm
-        if self.block is not None and window.block_offset is not None:
-            pcm = (self.block, window.block_offset, window.end - window.start)
-        name = shared.new_name()
-        try:
-            out, n_frames, speech = await executors.run(
-                "audio",
-                shared.window_features_shared,
-                pcm,
-                name,
-                n_mels,
-                window.offset_s,
-                window.speech,
-                last,
-                on_abandon=partial(shared.unlink, name),
+            if speakers:
+                both = await executors.run(
+                    "audio", window_all_features, window.pcm, n_mels, window.offset_s, window.speech, fbank
+                )
+                assert isinstance(both[0], np.ndarray)  # no block named: the features themselves
+                return both[0], both[1], both[2], both[3]
+            return (
+                *await executors.run("audio", window_features, window.pcm, n_mels, window.offset_s, window.speech),
+                None,
             )
+        pcm = self._window_pcm(window)
+        name = shared.new_name()
+        speaker_features: SpeakerWindowFeatures | None = None
+        try:
+            if speakers:
+                out, n_frames, speech, speaker_features = await executors.run(
+                    "audio",
+                    window_all_features,
+                    pcm,
+                    n_mels,
+                    window.offset_s,
+                    window.speech,
+                    fbank,
+                    name,
+                    last,
+                    on_abandon=partial(shared.unlink, name),
+                )
+            else:
+                out, n_frames, speech = await executors.run(
+                    "audio",
+                    shared.window_features_shared,
+                    pcm,
+                    name,
+                    n_mels,
+                    window.offset_s,
+                    window.speech,
+                    last,
+                    on_abandon=partial(shared.unlink, name),
+                )
         except BaseException:
             shared.unlink(name)
             raise
@@ -384,7 +418,7 @@ class _Job:
             self._release_block.detach()  # the worker removed the block of samples
         features = shared.features_view(name, out) if isinstance(out, tuple) else out
         self.state.metrics.audio_transfers.labels("shared_memory" if isinstance(out, tuple) else "pipe").inc()
-        return features, n_frames, speech
+        return features, n_frames, speech, speaker_features
 
     def release_samples(self) -> None:
         """Drop the samples kept for the count check, once the speakers are known (or the request failed)."""
