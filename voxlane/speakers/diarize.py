@@ -384,10 +384,13 @@ def _halves(
         return None
     a = _typical(idx[sub == 0], embeddings, regions)
     b = _typical(idx[sub == 1], embeddings, regions)
-    if a is None or b is None or likeness((a, b), embeddings, weights, regions) >= SPLIT_ALIKE:
+    if a is None or b is None:
+        return None
+    seeds = _stretch_vectors((a, b), embeddings, weights, regions)
+    if float(seeds[0] @ seeds[1]) >= SPLIT_ALIKE:  # the stretches' likeness
         return None
     members = tuple(_spread(idx, regions, SPLIT_REGIONS_MAX_S).tolist())
-    return SplitCandidate(c, redraw(idx, (a, b), halves, embeddings, weights, regions), (a, b), members)
+    return SplitCandidate(c, _redraw_from(idx, seeds, halves, embeddings, weights), (a, b), members)
 
 
 def redraw(
@@ -401,7 +404,13 @@ def redraw(
     """The halves' centroids once each region of ``idx`` goes to the nearer of the two stretches' centroids
     (``halves`` when all go to one): a cut of two alike voices mixes them (seed 2's hard21: 5.3 s of one
     voice on the other's side), while each stretch is its half's most typical speech."""
-    seeds = _stretch_vectors(stretches, embeddings, weights, regions)
+    return _redraw_from(idx, _stretch_vectors(stretches, embeddings, weights, regions), halves, embeddings, weights)
+
+
+def _redraw_from(
+    idx: np.ndarray, seeds: list[np.ndarray], halves: np.ndarray, embeddings: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    """:func:`redraw` with the stretches' centroids already made (``seeds``)."""
     side = embeddings[idx] @ seeds[0] >= embeddings[idx] @ seeds[1]
     if side.all() or not side.any():
         return halves
