@@ -279,6 +279,9 @@ class Ready(msgspec.Struct, tag="ready"):
     speaker_fbank: bool = False
     """Whether its regions' encoder reads the filterbanks of a window's speaker features (CAM++), not just the
     mel (GE2E): the API process computes them only then (voxlane/speakers/features.py)."""
+    check_fbank: bool = False
+    """Whether the count check's encoder reads only the filterbanks of a stretch's features (CAM++): the API
+    process then leaves the mel's columns zero rather than compute them."""
 
 
 class Histogram(msgspec.Struct):

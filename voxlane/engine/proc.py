@@ -151,15 +151,7 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
     threading.Thread(target=_input_thread, args=(in_sock, inbox), name="voxlane-engine-in", daemon=True).start()
     probes: queue.Queue[ProbeVoice | None] = queue.Queue()
     threading.Thread(target=_probe_thread, args=(probes, outbox), name="voxlane-engine-probe", daemon=True).start()
-    ready = Ready(
-        config.model_path,
-        runner.is_multilingual,
-        runner.n_mels,
-        speaker_problem,
-        check_encoder is not None,
-        getattr(speaker_encoder, "feature_columns", None) is not None,
-    )
-    outbox.put(ready)
+    outbox.put(ready_message(config, runner, speaker_problem, speaker_encoder, check_encoder))
     log.info(
         "engine ready: %s (%s on %s, %d worker(s) x %d thread(s), decoder %d thread(s), batch <= %d, live <= %d); "
         "speech on %s: %d slot(s) x %d onnxruntime thread(s) (%d while ASR works), alone %d thread(s), %s order",
@@ -192,6 +184,22 @@ def run_engine(config: EngineConfig, input_addr: str, output_addr: str, log_leve
         # (the interpreter joins non-daemon threads at exit): nothing it computes is wanted any more.
         logging.shutdown()
         os._exit(code)
+
+
+def ready_message(
+    config: EngineConfig, runner: Any, speaker_problem: str | None, speaker_encoder: Any, check_encoder: Any
+) -> Ready:
+    """What the engine tells the API process once its models are loaded. An encoder with ``feature_columns``
+    (CAM++) reads only the filterbanks of the speaker features, so the API process computes what it reads."""
+    return Ready(
+        config.model_path,
+        runner.is_multilingual,
+        runner.n_mels,
+        speaker_problem,
+        count_check=check_encoder is not None,
+        speaker_fbank=getattr(speaker_encoder, "feature_columns", None) is not None,
+        check_fbank=getattr(check_encoder, "feature_columns", None) is not None,
+    )
 
 
 def _in_nicer_thread(load: Callable[[], T], extra_niceness: int) -> T:

@@ -80,6 +80,11 @@ class RayEngineClient(EngineFront):
         """Whether the replicas' regions' encoder reads the filterbanks (CAM++), not just the mel."""
         return bool(self.ready and self.ready.speaker_fbank)
 
+    @property
+    def check_fbank(self) -> bool:
+        """Whether the replicas' count check's encoder reads only the filterbanks (CAM++)."""
+        return bool(self.ready and self.ready.check_fbank)
+
     async def send(self, msg: WindowRequest | SpeakerWindow | SpeechUnit, features: np.ndarray | None = None) -> None:
         """Send one window (with its log-mel ``features``), one speaker window (with its speaker mel) or one
         speech unit of an open stream to a replica; returns at once, and the replica's answer goes to the

@@ -297,7 +297,7 @@ async def _hear(
     if not todo:
         return heard
     pieces = [[diarization.samples(r) for r in stretch] for stretch in todo]
-    features, spans = await state.executors.run("audio", stretch_features, pieces)
+    features, spans = await state.executors.run("audio", stretch_features, pieces, not state.engine.check_fbank)
     engine = state.engine
     async with engine.speakers(uuid.uuid4().hex + "-check", 1) as stream:
         await engine.send(SpeakerWindow(stream.request_id, 0, 1, len(features), spans, check=True), features)

@@ -123,10 +123,18 @@ def kaldi_fbank(samples: np.ndarray) -> np.ndarray:
 
 
 def speaker_features(
-    samples: np.ndarray, loudness_of: np.ndarray | None = None, fbank: bool = True, power: np.ndarray | None = None
+    samples: np.ndarray,
+    loudness_of: np.ndarray | None = None,
+    fbank: bool = True,
+    power: np.ndarray | None = None,
+    with_mel: bool = True,
 ) -> np.ndarray:
     """(frames, FEATURE_COLUMNS) float32: ``speaker_mel`` then ``kaldi_fbank``, row by row; without ``fbank``
-    the mel alone (N_MELS columns). ``power``: as :func:`speaker_mel` takes it."""
+    the mel alone (N_MELS columns); without ``with_mel`` its columns zero (for an encoder that reads only the
+    filterbanks). ``power``: as :func:`speaker_mel` takes it."""
+    if not with_mel:
+        banks = kaldi_fbank(samples)
+        return np.concatenate([np.zeros((len(banks), N_MELS), dtype=np.float32), banks], axis=1)
     mel = speaker_mel(samples, loudness_of, power)
     if not fbank:
         return mel
@@ -236,11 +244,12 @@ def window_all_features(
 
 
 def stretch_features(
-    stretches: list[list[np.ndarray | tuple[str, int, int]]],
+    stretches: list[list[np.ndarray | tuple[str, int, int]]], with_mel: bool = True
 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """(speaker features, each stretch's (first, end) frames in them) of stretches of speech, each the
     pieces given (int16 samples, or (block, first sample, count) as :func:`window_speaker_features` takes)
-    joined: the speaker count check's utterances (server/diarized.py). On the audio pool."""
+    joined: the speaker count check's utterances (server/diarized.py); the mel's columns zero without
+    ``with_mel`` (the check's encoder reads only the filterbanks: ``Ready.check_fbank``). On the audio pool."""
     with contextlib.ExitStack() as stack:
         blocks: dict[str, mmap.mmap] = {}  # each block mapped once, however many pieces it holds
 
@@ -252,7 +261,9 @@ def stretch_features(
                 blocks[name] = stack.enter_context(attach(name))
             return np.frombuffer(blocks[name], dtype=np.int16, count=count, offset=2 * start).copy()
 
-        parts = [speaker_features(np.concatenate([samples(p) for p in pieces])) for pieces in stretches]
+        parts = [
+            speaker_features(np.concatenate([samples(p) for p in pieces]), with_mel=with_mel) for pieces in stretches
+        ]
     ends = np.cumsum([len(p) for p in parts]).tolist()
     return np.concatenate(parts), [(end - len(p), end) for p, end in zip(parts, ends)]
 

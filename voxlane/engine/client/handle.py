@@ -86,6 +86,11 @@ class EngineHandle(Protocol):
         ...
 
     @property
+    def check_fbank(self) -> bool:
+        """Whether the count check's encoder reads only a stretch's filterbanks (``Ready.check_fbank``)."""
+        ...
+
+    @property
     def queued_windows(self) -> int: ...
 
     @property

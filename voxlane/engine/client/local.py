@@ -121,6 +121,10 @@ class EngineClient(EngineFront):
         return bool(self.ready and self.ready.speaker_fbank)
 
     @property
+    def check_fbank(self) -> bool:
+        return bool(self.ready and self.ready.check_fbank)
+
+    @property
     def n_mels(self) -> int:
         return self.ready.n_mels if self.ready else 80
 
