@@ -40,9 +40,7 @@ class Lane(Executor):
     once a job whose future was cancelled has ended or been skipped (on the worker, or on the loop when
     the cancel came after the job ended)."""
 
-    def __init__(
-        self, workers: int, thread_name_prefix: str, initializer: Callable[[], None] | None = None
-    ) -> None:
+    def __init__(self, workers: int, thread_name_prefix: str, initializer: Callable[[], None] | None = None) -> None:
         self._max_workers = workers
         self._prefix = thread_name_prefix
         self._initializer = initializer
@@ -90,7 +88,7 @@ class Lane(Executor):
             if not job.future.cancelled():  # a caller gone before the job started: it never starts
                 try:
                     value, ok = job.fn(), True
-                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as a pool does
+                except BaseException as exc:  # handed to the awaiting task, as a pool does
                     value = exc
             if job.future.cancelled():
                 if job.on_abandon is not None:
