@@ -9,7 +9,8 @@ import pytest
 import soundfile as sf
 
 from tests.conftest import load_dev_set
-from voxlane.audio.live import FRAME, BadAudio, LiveInput, TurnDetector, decode_pcm16
+from voxlane.audio import vad
+from voxlane.audio.live import FRAME, BadAudio, LiveInput, StreamingVad, TurnDetector, decode_pcm16
 from voxlane.audio.resample import resamplers
 from voxlane.audio.vad import VadOptions
 
@@ -98,3 +99,14 @@ def test_a_newer_decode_sends_only_the_words_past_those_sent() -> None:
     assert rest("Montreal forced aligner here", "Montreal forest") == "aligner here"
     assert rest("word word word word", "word word") == "word word"
     assert rest("something else entirely", "nothing alike") == "entirely"
+
+
+def test_the_streaming_vad_scores_each_frame_as_silero_over_the_whole_signal() -> None:
+    clip = next(c for c in load_dev_set() if 3.0 < c.duration_s < 10.0)
+    samples, _ = sf.read(clip.path, dtype="float32")
+    streaming = StreamingVad()
+    chunks = [streaming.probabilities(samples[i : i + 1600]) for i in range(0, len(samples), 1600)]
+    live = np.concatenate(chunks)
+    whole = vad.model().probabilities(samples)[: len(live)]
+    assert len(live) == len(samples) // FRAME
+    assert np.allclose(live, whole, atol=1e-4) and whole.max() > 0.5  # the same scores, speech among them

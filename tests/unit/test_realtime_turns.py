@@ -264,3 +264,19 @@ def test_a_completion_sends_the_unsent_words_then_the_whole_text() -> None:
     assert types(completion_events(turn, ["Hello world."], "beta", logprobs=False)) == [
         "conversation.item.input_audio_transcription.completed"
     ]
+
+
+def test_audio_read_back_is_the_audio_sent_and_stays_so_as_chunks_come_and_old_audio_goes() -> None:
+    turns, _ = state()
+    ramp = (np.arange(200 * S) % 30011).astype(np.int16)  # every sample tells where it was sent
+    taken: list[tuple[int, np.ndarray]] = []
+    for at in range(0, len(ramp), 1600):  # 100 ms chunks, 200 s: the kept audio grows and is let go
+        turns.take(ramp[at : at + 1600], manual=False)
+        turns.let_go(pad_ms=300)
+        if at % (7 * S) == 0 and turns.received - 3 * S >= turns.pcm_start:
+            start = turns.received - 3 * S
+            taken.append((start, turns.audio(start, turns.received)))
+    assert turns.pcm_start > 100 * S  # old audio was let go
+    assert np.array_equal(turns.audio(turns.pcm_start, turns.received), ramp[turns.pcm_start :])
+    for start, pcm in taken:  # what a decode took is as it was sent, whatever came and went after
+        assert np.array_equal(pcm, ramp[start : start + 3 * S])

@@ -120,9 +120,9 @@ class RealtimeSession:
         while True:
             left_s = ends_at - time.monotonic()
             try:
-                return await asyncio.wait_for(
-                    self.ws.receive(), timeout=max(0.0, min(self.config.realtime_idle_timeout_s, left_s))
-                )
+                # asyncio.timeout, not wait_for: wait_for makes a task of every message the session receives.
+                async with asyncio.timeout(max(0.0, min(self.config.realtime_idle_timeout_s, left_s))):
+                    return await self.ws.receive()
             except TimeoutError:
                 # Which limit timed out is known from the timeout given, not from the clock after it: a
                 # timer may fire a little early (uvloop's run on a cached millisecond clock), and a

@@ -166,7 +166,11 @@ class TurnState(Generic[D]):
         self._decodes = decodes
         self.context_s = min(context_s, CONTEXT_WINDOW_S)
         """Seconds of earlier pieces a final decode reads first (``CONTEXT_S``)."""
-        self._pcm: list[np.ndarray] = []
+        self._pcm = np.zeros(0, dtype=np.int16)
+        """The kept audio, from ``pcm_start``, with room after it: each chunk is written in place, and a slice
+        taken is never written again (appends land past it; growing or letting go makes a new array)."""
+        self._kept = 0
+        """Samples of ``_pcm`` that hold audio."""
         self.pcm_start = 0
         """Session sample of the first kept sample (older audio is let go)."""
         self.received = 0
@@ -216,16 +220,23 @@ class TurnState(Generic[D]):
     def take(self, pcm: np.ndarray, manual: bool) -> None:
         """Keep a chunk (16 kHz int16); without turn detection (``manual``) audio opens a turn."""
         start = self.received
-        self._pcm.append(pcm)
+        end = self._kept + len(pcm)
+        if end > len(self._pcm):  # double the room: each sample is copied a bounded number of times
+            grown = np.empty(max(end, 2 * len(self._pcm), SAMPLE_RATE), dtype=np.int16)
+            grown[: self._kept] = self._pcm[: self._kept]
+            self._pcm = grown
+        self._pcm[self._kept : end] = pcm
+        self._kept = end
         self.received += len(pcm)
         if manual and self.turn is None and len(pcm):
             self._open(start)
 
     def audio(self, start: int, end: int) -> np.ndarray:
-        """Session samples [start, end) (they must still be kept)."""
-        if len(self._pcm) != 1:
-            self._pcm = [np.concatenate(self._pcm)] if self._pcm else [np.zeros(0, dtype=np.int16)]
-        return self._pcm[0][start - self.pcm_start : end - self.pcm_start].copy()
+        """Session samples [start, end) (they must still be kept): a read-only view, since no write ever lands
+        in it, so a decode's audio costs the event loop no copy."""
+        view = self._pcm[start - self.pcm_start : end - self.pcm_start]
+        view.flags.writeable = False
+        return view
 
     def let_go(self, pad_ms: int) -> None:
         """Drop audio no turn can need: more than ``context_s`` before the open turn's tail, or before the
@@ -237,8 +248,11 @@ class TurnState(Generic[D]):
         keep_from -= int(self.context_s * SAMPLE_RATE)
         if keep_from - self.pcm_start < SAMPLE_RATE:  # let go a second or more at a time
             return
-        kept = self.audio(max(keep_from, self.pcm_start), self.received)
-        self._pcm, self.pcm_start = [kept], self.received - len(kept)
+        drop = min(keep_from - self.pcm_start, self._kept)
+        # A view, not a copy: the let-go audio's memory goes when ``take`` next grows the array.
+        self._pcm = self._pcm[drop:]
+        self._kept -= drop
+        self.pcm_start += drop
 
     # --- turn detection ----------------------------------------------------------------------------
 
