@@ -12,14 +12,19 @@ from tests.conftest import ServerProcess
 from voxlane.runners.cuda import cuda_device_count
 
 
-@pytest.mark.skipif(cuda_device_count() > 0, reason="this machine has a CUDA device")
-def test_device_cuda_without_a_gpu_refuses_to_start_and_says_why() -> None:
-    srv = ServerProcess("--device", "cuda")
+def _refused_start(*flags: str) -> str:
+    """The log of a server started with ``flags`` that exited with an error."""
+    srv = ServerProcess(*flags)
     try:
         assert srv.proc.wait(120) != 0
-        log = srv.log()
+        return srv.log()
     finally:
         srv.stop()
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="this machine has a CUDA device")
+def test_device_cuda_without_a_gpu_refuses_to_start_and_says_why() -> None:
+    log = _refused_start("--device", "cuda")
     reason = (
         "--device cuda: CTranslate2 sees no CUDA device (no NVIDIA GPU, or its driver is not loaded: check "
         "nvidia-smi); run with --device cpu"
@@ -32,12 +37,7 @@ def test_device_cuda_without_a_gpu_refuses_to_start_and_says_why() -> None:
     "CUDAExecutionProvider" in onnxruntime.get_available_providers(), reason="onnxruntime has the CUDA provider"
 )
 def test_tts_device_cuda_without_onnxruntime_s_cuda_provider_refuses_to_start_and_says_why() -> None:
-    srv = ServerProcess("--tts-device", "cuda")
-    try:
-        assert srv.proc.wait(120) != 0
-        log = srv.log()
-    finally:
-        srv.stop()
+    log = _refused_start("--tts-device", "cuda")
     line = next((x for x in log.splitlines() if "voxlane cannot start:" in x), "")
     assert "ERROR voxlane.server.app: voxlane cannot start: --tts-device cuda: onnxruntime " in line, log
     assert "has no CUDA provider" in line and line.endswith("or run with --tts-device cpu"), line
