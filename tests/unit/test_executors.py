@@ -10,11 +10,11 @@ from voxlane.config import EngineConfig, ServerConfig
 from voxlane.server.executors import Executors
 
 
-def test_cancelled_request_never_starts_its_job() -> None:
-    config = ServerConfig(audio_preprocess_workers=1, engine=EngineConfig(model_path=""))
-    executors = Executors(config)
-    pool = executors._pools["audio"]
-    started: list[str] = []
+async def queue_behind_a_blocker(
+    executors: Executors, pool: str, started: list[str]
+) -> tuple[asyncio.Future[None], asyncio.Future[None], threading.Event]:
+    """Hold ``pool``'s only worker with a job that waits for the returned event, then queue a victim's job
+    (``started.append("victim")``) behind it; returns the blocker's and the victim's callers and the event."""
     blocking, release = threading.Event(), threading.Event()
 
     def blocker() -> None:
@@ -22,13 +22,23 @@ def test_cancelled_request_never_starts_its_job() -> None:
         blocking.set()
         release.wait(5)
 
+    busy = asyncio.ensure_future(executors.run(pool, blocker))
+    await asyncio.sleep(0)  # one loop step: ``busy`` submits its job
+    assert blocking.wait(5)  # the only worker is now busy
+    queued = asyncio.ensure_future(executors.run(pool, started.append, "victim"))
+    await asyncio.sleep(0)  # one loop step: ``queued`` submits its job, which waits for the worker
+    assert next(load for load in executors.load() if load.pool == pool).queued == 1
+    return busy, queued, release
+
+
+def test_cancelled_request_never_starts_its_job() -> None:
+    config = ServerConfig(audio_preprocess_workers=1, engine=EngineConfig(model_path=""))
+    executors = Executors(config)
+    pool = executors._pools["audio"]
+    started: list[str] = []
+
     async def scenario() -> None:
-        busy = asyncio.ensure_future(executors.run("audio", blocker))
-        await asyncio.sleep(0)  # one loop step: ``busy`` submits its job
-        assert blocking.wait(5)  # the only worker is now busy
-        queued = asyncio.ensure_future(executors.run("audio", started.append, "victim"))
-        await asyncio.sleep(0)  # one loop step: ``queued`` submits its job, which waits for the worker
-        assert next(load for load in executors.load() if load.pool == "audio").queued == 1
+        busy, queued, release = await queue_behind_a_blocker(executors, "audio", started)
         after = pool.submit(started.append, "after")  # behind the victim in the pool's queue
         queued.cancel()  # the client went away while its job waited for a worker
         # The worker frees up in the same tick as the cancel: the loop is held here (a blocking wait on

@@ -12,6 +12,7 @@ from functools import partial
 
 import pytest
 
+from tests.unit.test_executors import queue_behind_a_blocker
 from voxlane.config import EngineConfig, ServerConfig
 from voxlane.server.executors import Executors
 from voxlane.server.lane import Lane
@@ -44,20 +45,9 @@ def test_live_jobs_run_at_once_on_the_live_threads_and_their_errors_reach_the_ca
 def test_a_live_job_whose_caller_went_away_before_it_started_never_starts() -> None:
     executors = Executors(ServerConfig(audio_preprocess_workers=1, engine=EngineConfig(model_path="")))
     started: list[str] = []
-    blocking, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.append("blocker")
-        blocking.set()
-        release.wait(5)
 
     async def scenario() -> None:
-        busy = asyncio.ensure_future(executors.run("live", blocker))
-        await asyncio.sleep(0)
-        assert blocking.wait(5)  # the only worker is now busy
-        queued = asyncio.ensure_future(executors.run("live", started.append, "victim"))
-        await asyncio.sleep(0)  # ``queued`` has queued its job behind the blocker
-        assert next(load for load in executors.load() if load.pool == "live").queued == 1
+        busy, queued, release = await queue_behind_a_blocker(executors, "live", started)
         queued.cancel()  # the session ended while its chunk waited for a worker
         release.set()
         with contextlib.suppress(asyncio.CancelledError):
